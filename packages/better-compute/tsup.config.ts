@@ -1,0 +1,15 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: {
+    core: 'src/core.ts',
+    provision: 'src/provision.ts',
+    metal: 'src/metal.ts',
+    pki: 'src/pki.ts',
+    testkit: 'src/testkit.ts',
+  },
+  format: ['esm'],
+  dts: { compilerOptions: { composite: false, customConditions: [] } },
+  clean: true,
+  target: 'node20',
+});

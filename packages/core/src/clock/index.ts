@@ -1,0 +1,1 @@
+export { addMs, type Clock, systemClock } from './clock';

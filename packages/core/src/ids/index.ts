@@ -1,0 +1,1 @@
+export { isId, newId, ulid } from './ids';

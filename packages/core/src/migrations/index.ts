@@ -1,0 +1,8 @@
+export {
+  loadMigrations,
+  type Migration,
+  type MigrationSource,
+  readMigrationFolder,
+  splitStatements,
+} from './migration';
+export { applyMigrations, type MigrationReport, type ModuleMigrations } from './migrator';

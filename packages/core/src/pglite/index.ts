@@ -1,0 +1,2 @@
+export { createPgliteDatabase, type PgliteDatabaseOptions } from './driver';
+export { PgliteSession } from './session';

@@ -1,0 +1,2 @@
+export { createPostgresDatabase, type PostgresDatabaseOptions } from './driver';
+export { PostgresSession } from './session';

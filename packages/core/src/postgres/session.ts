@@ -1,0 +1,76 @@
+import postgres, { type Sql, type TransactionSql } from 'postgres';
+import { ComputeError } from '../errors';
+import type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
+import { toSqlError } from '../sql/sql-error';
+
+type AnySql = Sql | TransactionSql;
+
+async function runQuery<R>(sql: AnySql, text: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>> {
+  try {
+    // biome-ignore lint/suspicious/noExplicitAny: postgres.js types parameters as its own serializable union
+    const result = await sql.unsafe(text, params ? ([...params] as any[]) : undefined);
+    return { rows: [...result] as R[], rowCount: result.count ?? result.length };
+  } catch (err) {
+    throw toSqlError(err);
+  }
+}
+
+class PostgresTransaction implements SqlExecutor {
+  constructor(private readonly sql: TransactionSql) {}
+
+  query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    return runQuery<R>(this.sql, text, params);
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    try {
+      return (await this.sql.savepoint((sp) => fn(new PostgresTransaction(sp)))) as T;
+    } catch (err) {
+      throw classifyDriverError(err);
+    }
+  }
+}
+
+const CONNECTION_ERROR = /^(CONNECT_TIMEOUT|CONNECTION_[A-Z]+|E[A-Z]+)$/;
+
+// Errors thrown by the caller's own callback pass through untouched; only the driver's own errors (a failed BEGIN or
+// COMMIT, a lost connection) are classified.
+function classifyDriverError(err: unknown): unknown {
+  if (err instanceof postgres.PostgresError) return toSqlError(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  if (err instanceof Error && typeof code === 'string' && CONNECTION_ERROR.test(code)) return toSqlError(err);
+  return err;
+}
+
+/** The postgres.js session: a pool of connections to a real PostgreSQL server. */
+export class PostgresSession implements SqlDatabase {
+  readonly backend = 'postgres' as const;
+  #closed = false;
+
+  constructor(readonly client: Sql) {}
+
+  query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    if (this.#closed) return Promise.reject(new ComputeError('INVALID_STATE', 'the database is closed'));
+    return runQuery<R>(this.client, text, params);
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
+    try {
+      return (await this.client.begin((tx) => fn(new PostgresTransaction(tx)))) as T;
+    } catch (err) {
+      throw classifyDriverError(err);
+    }
+  }
+
+  async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {
+    const subscription = await this.client.listen(channel, handler);
+    return () => subscription.unlisten();
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.client.end({ timeout: 5 });
+  }
+}

@@ -1,0 +1,50 @@
+/** A row as the database returns it. */
+export type Row = Record<string, unknown>;
+
+/** What a query returns. `rowCount` counts affected rows for writes and returned rows for reads. */
+export interface QueryResult<R = Row> {
+  rows: R[];
+  rowCount: number;
+}
+
+/**
+ * The one port every module and plugin talks to the database through.
+ *
+ * Parameters are `$1`, `$2`, …; pass JSON as its text (`JSON.stringify(value)`) with a `::jsonb` cast, arrays as JS arrays with a cast
+ * (`$1::text[]`), times as `Date`. `int8` columns come back as numbers, `timestamptz` as `Date`, `jsonb` parsed.
+ *
+ * @example
+ * ```ts
+ * await sql.transaction(async (tx) => {
+ *   const { rows } = await tx.query<{ id: string }>('SELECT id FROM nodes WHERE site_id = $1', [siteId]);
+ *   await tx.transaction(async (inner) => inner.query('UPDATE …')); // a savepoint
+ * });
+ * ```
+ */
+export interface SqlExecutor {
+  query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+  /** Commits when `fn` resolves, rolls back when it throws; nested calls use savepoints. */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+}
+
+/** A handler for notifications on a channel. */
+export type NotificationHandler = (payload: string) => void;
+
+/**
+ * A database handle owned by the process: an executor that can also listen for notifications and be closed.
+ *
+ * @example
+ * ```ts
+ * const db = await createPgliteDatabase();
+ * const stop = await db.listen('bc_work', (payload) => console.log(payload));
+ * await stop();
+ * await db.close();
+ * ```
+ */
+export interface SqlDatabase extends SqlExecutor {
+  readonly backend: 'pglite' | 'postgres';
+  /** Subscribes to `NOTIFY` on a channel; resolves to an unsubscribe function. */
+  listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>>;
+  /** Closes every connection. Further queries fail. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,4 @@
+import { defineSqlExecutorConformance } from '../conformance/sql-executor';
+import { scratchPglite } from '../support/databases';
+
+defineSqlExecutorConformance(scratchPglite);

@@ -1,0 +1,9 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: { index: 'src/index.ts', 'pglite/index': 'src/pglite/index.ts', 'postgres/index': 'src/postgres/index.ts' },
+  format: ['esm'],
+  dts: { compilerOptions: { composite: false, customConditions: [] } },
+  clean: true,
+  target: 'node20',
+});

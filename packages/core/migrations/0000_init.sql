@@ -35,34 +35,6 @@ CREATE TABLE "events" (
 	CONSTRAINT "events_id_unique" UNIQUE("id")
 );
 --> statement-breakpoint
-CREATE TABLE "shard_leases" (
-	"shard" integer PRIMARY KEY NOT NULL,
-	"worker_id" text,
-	"epoch" bigint DEFAULT 0 NOT NULL,
-	"expires_at" timestamp with time zone NOT NULL
-);
---> statement-breakpoint
-CREATE TABLE "work_items" (
-	"kind" text NOT NULL,
-	"key" text NOT NULL,
-	"shard" integer NOT NULL,
-	"not_before" timestamp with time zone NOT NULL,
-	"seq" bigint DEFAULT 0 NOT NULL,
-	"attempts" integer DEFAULT 0 NOT NULL,
-	"last_error" text,
-	"claimed_by" text,
-	"created_at" timestamp with time zone NOT NULL,
-	"updated_at" timestamp with time zone NOT NULL,
-	CONSTRAINT "work_items_kind_key_pk" PRIMARY KEY("kind","key")
-);
---> statement-breakpoint
-CREATE TABLE "workers" (
-	"id" text PRIMARY KEY NOT NULL,
-	"started_at" timestamp with time zone NOT NULL,
-	"heartbeat_at" timestamp with time zone NOT NULL,
-	"stopped_at" timestamp with time zone
-);
---> statement-breakpoint
 CREATE TABLE "agent_sessions" (
 	"id" text PRIMARY KEY NOT NULL,
 	"node_id" text NOT NULL,
@@ -113,6 +85,34 @@ CREATE TABLE "tenants" (
 	"created_at" timestamp with time zone NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE "shard_leases" (
+	"shard" integer PRIMARY KEY NOT NULL,
+	"worker_id" text,
+	"epoch" bigint DEFAULT 0 NOT NULL,
+	"expires_at" timestamp with time zone NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "work_items" (
+	"kind" text NOT NULL,
+	"key" text NOT NULL,
+	"shard" integer NOT NULL,
+	"not_before" timestamp with time zone NOT NULL,
+	"seq" bigint DEFAULT 0 NOT NULL,
+	"attempts" integer DEFAULT 0 NOT NULL,
+	"last_error" text,
+	"claimed_by" text,
+	"created_at" timestamp with time zone NOT NULL,
+	"updated_at" timestamp with time zone NOT NULL,
+	CONSTRAINT "work_items_kind_key_pk" PRIMARY KEY("kind","key")
+);
+--> statement-breakpoint
+CREATE TABLE "workers" (
+	"id" text PRIMARY KEY NOT NULL,
+	"started_at" timestamp with time zone NOT NULL,
+	"heartbeat_at" timestamp with time zone NOT NULL,
+	"stopped_at" timestamp with time zone
+);
+--> statement-breakpoint
 ALTER TABLE "commands" ADD CONSTRAINT "commands_tenant_id_tenants_id_fk" FOREIGN KEY ("tenant_id") REFERENCES "public"."tenants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "commands" ADD CONSTRAINT "commands_node_id_nodes_id_fk" FOREIGN KEY ("node_id") REFERENCES "public"."nodes"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "agent_sessions" ADD CONSTRAINT "agent_sessions_node_id_nodes_id_fk" FOREIGN KEY ("node_id") REFERENCES "public"."nodes"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
@@ -123,9 +123,9 @@ ALTER TABLE "sites" ADD CONSTRAINT "sites_tenant_id_tenants_id_fk" FOREIGN KEY (
 CREATE INDEX "commands_node_state_idx" ON "commands" USING btree ("node_id","state");--> statement-breakpoint
 CREATE INDEX "commands_open_idx" ON "commands" USING btree ("not_after") WHERE state IN ('pending', 'dispatched', 'acked', 'running');--> statement-breakpoint
 CREATE INDEX "events_tenant_cursor_idx" ON "events" USING btree ("tenant_id","tx_id","seq");--> statement-breakpoint
-CREATE INDEX "work_items_due_idx" ON "work_items" USING btree ("shard","not_before");--> statement-breakpoint
 CREATE INDEX "agent_sessions_node_idx" ON "agent_sessions" USING btree ("node_id","connected_at");--> statement-breakpoint
 CREATE INDEX "credentials_tenant_idx" ON "credentials" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "nodes_tenant_idx" ON "nodes" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "nodes_site_idx" ON "nodes" USING btree ("site_id","kind");--> statement-breakpoint
-CREATE INDEX "sites_tenant_idx" ON "sites" USING btree ("tenant_id");
+CREATE INDEX "sites_tenant_idx" ON "sites" USING btree ("tenant_id");--> statement-breakpoint
+CREATE INDEX "work_items_due_idx" ON "work_items" USING btree ("shard","not_before");

@@ -1,6 +1,17 @@
+export * from './agents';
+export * from './api';
 export * from './clock';
+export * from './commands';
+export * from './duration';
 export * from './errors';
+export * from './events';
 export * from './ids';
+export * from './json';
+export * from './kernel';
+export * from './labels';
+export * from './manifest';
 export * from './migrations';
 export { coreMigrationsFolder } from './migrations-folder';
+export * from './ports';
 export * from './sql';
+export * from './work';

@@ -1,2 +1,4 @@
-export * from './queues';
+export * from './commands';
+export * from './events';
 export * from './tenancy';
+export * from './work';

@@ -1,0 +1,1 @@
+export type { ApiCallContext, ApiGroup, ApiMethod, Principal, ResourceRef } from './types';

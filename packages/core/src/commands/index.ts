@@ -1,0 +1,8 @@
+export type {
+  Command,
+  CommandKindDefinition,
+  CommandPolicy,
+  CommandQueue,
+  CommandState,
+  NewCommand,
+} from './types';

@@ -1,0 +1,1 @@
+export type { ComputeEvent, EventBus, NewEvent } from './types';

@@ -1,0 +1,1 @@
+export type { Json } from './types';

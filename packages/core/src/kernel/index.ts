@@ -1,0 +1,3 @@
+export type { Finding, FindingSeverity, FindingsProvider } from './findings';
+export { type LogFields, type Logger, silentLogger } from './logger';
+export type { ComputeModule, Extension, ModuleContext, Reconciler, WorkflowsPort } from './module';

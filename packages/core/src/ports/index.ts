@@ -1,0 +1,2 @@
+export type { HardwareExpectation, IssueJoinTokenInput, JoinRole, PkiPort } from './pki';
+export type { SecretBroker, SecretRef } from './secrets';

@@ -1,0 +1,35 @@
+import type { SqlExecutor } from '../sql/executor';
+
+/** The roles an agent joins as. */
+export type JoinRole = 'node' | 'site' | 'provisioned' | 'discovery';
+
+/** Hardware claims a join token may expect; a join whose claims differ is refused without spending a use. */
+export interface HardwareExpectation {
+  mac?: string;
+  productUuid?: string;
+  serial?: string;
+  gpuUuid?: string;
+}
+
+/** What minting a join token takes. */
+export interface IssueJoinTokenInput {
+  tenantId: string;
+  role: JoinRole;
+  poolId?: string;
+  siteId?: string;
+  ttlSeconds: number;
+  maxUses?: number;
+  expect?: HardwareExpectation;
+}
+
+/**
+ * The PKI port of the module and step context (`ctx.pki`).
+ *
+ * @example
+ * ```ts
+ * const { id, token } = await ctx.pki!.issueJoinToken(tx, { tenantId: 'root', role: 'provisioned', ttlSeconds: 7200, maxUses: 1 });
+ * ```
+ */
+export interface PkiPort {
+  issueJoinToken(tx: SqlExecutor, input: IssueJoinTokenInput): Promise<{ id: string; token: string }>;
+}

@@ -1,0 +1,44 @@
+import { sql } from 'drizzle-orm';
+import { customType, index, jsonb, pgTable, text, unique } from 'drizzle-orm/pg-core';
+import { tstz } from './columns';
+import { nodes, tenants } from './tenancy';
+
+const bytea = customType<{ data: Uint8Array }>({ dataType: () => 'bytea' });
+
+/** Commands to agents. `key` is unique per node: enqueueing is find-before-create. */
+export const commands = pgTable(
+  'commands',
+  {
+    id: text('id').primaryKey(),
+    tenantId: text('tenant_id')
+      .notNull()
+      .references(() => tenants.id),
+    nodeId: text('node_id')
+      .notNull()
+      .references(() => nodes.id),
+    kind: text('kind').notNull(),
+    payload: jsonb('payload').notNull(),
+    key: text('key').notNull(),
+    state: text('state').notNull(),
+    notAfter: tstz('not_after').notNull(),
+    batchId: text('batch_id'),
+    workflowId: text('workflow_id'),
+    stepId: text('step_id'),
+    targetNodeId: text('target_node_id'),
+    // A work item queued in the transaction that settles the command, so its waiter reacts at once.
+    wakeKind: text('wake_kind'),
+    wakeKey: text('wake_key'),
+    result: bytea('result'),
+    attested: jsonb('attested'),
+    reason: text('reason'),
+    createdAt: tstz('created_at').notNull(),
+    updatedAt: tstz('updated_at').notNull(),
+    dispatchedAt: tstz('dispatched_at'),
+    finishedAt: tstz('finished_at'),
+  },
+  (t) => [
+    unique('commands_node_key_uq').on(t.nodeId, t.key),
+    index('commands_node_state_idx').on(t.nodeId, t.state),
+    index('commands_open_idx').on(t.notAfter).where(sql`state IN ('pending', 'dispatched', 'acked', 'running')`),
+  ],
+);

@@ -1,0 +1,1 @@
+export type { ReconcileResult, WorkQueue, WorkRequest } from './types';

@@ -1,3 +1,13 @@
+CREATE TABLE "agent_sessions" (
+	"id" text PRIMARY KEY NOT NULL,
+	"node_id" text NOT NULL,
+	"role" text NOT NULL,
+	"boot_id" text NOT NULL,
+	"connected_at" timestamp with time zone NOT NULL,
+	"last_seen_at" timestamp with time zone NOT NULL,
+	"closed_at" timestamp with time zone
+);
+--> statement-breakpoint
 CREATE TABLE "commands" (
 	"id" text PRIMARY KEY NOT NULL,
 	"tenant_id" text NOT NULL,
@@ -23,28 +33,6 @@ CREATE TABLE "commands" (
 	CONSTRAINT "commands_node_key_uq" UNIQUE("node_id","key")
 );
 --> statement-breakpoint
-CREATE TABLE "events" (
-	"seq" bigserial PRIMARY KEY NOT NULL,
-	"tx_id" "xid8" DEFAULT pg_current_xact_id() NOT NULL,
-	"id" text NOT NULL,
-	"tenant_id" text NOT NULL,
-	"subject" text NOT NULL,
-	"type" text NOT NULL,
-	"data" jsonb NOT NULL,
-	"at" timestamp with time zone NOT NULL,
-	CONSTRAINT "events_id_unique" UNIQUE("id")
-);
---> statement-breakpoint
-CREATE TABLE "agent_sessions" (
-	"id" text PRIMARY KEY NOT NULL,
-	"node_id" text NOT NULL,
-	"role" text NOT NULL,
-	"boot_id" text NOT NULL,
-	"connected_at" timestamp with time zone NOT NULL,
-	"last_seen_at" timestamp with time zone NOT NULL,
-	"closed_at" timestamp with time zone
-);
---> statement-breakpoint
 CREATE TABLE "credentials" (
 	"id" text PRIMARY KEY NOT NULL,
 	"tenant_id" text NOT NULL,
@@ -57,6 +45,18 @@ CREATE TABLE "credentials" (
 	CONSTRAINT "credentials_token_hash_unique" UNIQUE("token_hash")
 );
 --> statement-breakpoint
+CREATE TABLE "events" (
+	"seq" bigserial PRIMARY KEY NOT NULL,
+	"tx_id" "xid8" DEFAULT pg_current_xact_id() NOT NULL,
+	"id" text NOT NULL,
+	"tenant_id" text NOT NULL,
+	"subject" text NOT NULL,
+	"type" text NOT NULL,
+	"data" jsonb NOT NULL,
+	"at" timestamp with time zone NOT NULL,
+	CONSTRAINT "events_id_unique" UNIQUE("id")
+);
+--> statement-breakpoint
 CREATE TABLE "nodes" (
 	"id" text PRIMARY KEY NOT NULL,
 	"tenant_id" text NOT NULL,
@@ -64,6 +64,7 @@ CREATE TABLE "nodes" (
 	"pool_id" text,
 	"kind" text NOT NULL,
 	"name" text,
+	"provision_state" text,
 	"labels" jsonb DEFAULT '{}'::jsonb NOT NULL,
 	"spec" jsonb DEFAULT '{}'::jsonb NOT NULL,
 	"generation" bigint DEFAULT 1 NOT NULL,
@@ -113,18 +114,18 @@ CREATE TABLE "workers" (
 	"stopped_at" timestamp with time zone
 );
 --> statement-breakpoint
+ALTER TABLE "agent_sessions" ADD CONSTRAINT "agent_sessions_node_id_nodes_id_fk" FOREIGN KEY ("node_id") REFERENCES "public"."nodes"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "commands" ADD CONSTRAINT "commands_tenant_id_tenants_id_fk" FOREIGN KEY ("tenant_id") REFERENCES "public"."tenants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "commands" ADD CONSTRAINT "commands_node_id_nodes_id_fk" FOREIGN KEY ("node_id") REFERENCES "public"."nodes"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
-ALTER TABLE "agent_sessions" ADD CONSTRAINT "agent_sessions_node_id_nodes_id_fk" FOREIGN KEY ("node_id") REFERENCES "public"."nodes"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "credentials" ADD CONSTRAINT "credentials_tenant_id_tenants_id_fk" FOREIGN KEY ("tenant_id") REFERENCES "public"."tenants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "nodes" ADD CONSTRAINT "nodes_tenant_id_tenants_id_fk" FOREIGN KEY ("tenant_id") REFERENCES "public"."tenants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "nodes" ADD CONSTRAINT "nodes_site_id_sites_id_fk" FOREIGN KEY ("site_id") REFERENCES "public"."sites"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "sites" ADD CONSTRAINT "sites_tenant_id_tenants_id_fk" FOREIGN KEY ("tenant_id") REFERENCES "public"."tenants"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "agent_sessions_node_idx" ON "agent_sessions" USING btree ("node_id","connected_at");--> statement-breakpoint
 CREATE INDEX "commands_node_state_idx" ON "commands" USING btree ("node_id","state");--> statement-breakpoint
 CREATE INDEX "commands_open_idx" ON "commands" USING btree ("not_after") WHERE state IN ('pending', 'dispatched', 'acked', 'running');--> statement-breakpoint
-CREATE INDEX "events_tenant_cursor_idx" ON "events" USING btree ("tenant_id","tx_id","seq");--> statement-breakpoint
-CREATE INDEX "agent_sessions_node_idx" ON "agent_sessions" USING btree ("node_id","connected_at");--> statement-breakpoint
 CREATE INDEX "credentials_tenant_idx" ON "credentials" USING btree ("tenant_id");--> statement-breakpoint
+CREATE INDEX "events_tenant_cursor_idx" ON "events" USING btree ("tenant_id","tx_id","seq");--> statement-breakpoint
 CREATE INDEX "nodes_tenant_idx" ON "nodes" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "nodes_site_idx" ON "nodes" USING btree ("site_id","kind");--> statement-breakpoint
 CREATE INDEX "sites_tenant_idx" ON "sites" USING btree ("tenant_id");--> statement-breakpoint

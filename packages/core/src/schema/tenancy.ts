@@ -35,6 +35,8 @@ export const nodes = pgTable(
     poolId: text('pool_id'),
     kind: text('kind').notNull(),
     name: text('name'),
+    // The lifecycle state a provisioning module keeps (metal: enrolling, available, deployed, …); null for site agents.
+    provisionState: text('provision_state'),
     labels: jsonb('labels').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
     spec: jsonb('spec').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
     generation: bigint('generation', { mode: 'number' }).notNull().default(1),
@@ -43,39 +45,4 @@ export const nodes = pgTable(
     updatedAt: tstz('updated_at').notNull(),
   },
   (t) => [index('nodes_tenant_idx').on(t.tenantId), index('nodes_site_idx').on(t.siteId, t.kind)],
-);
-
-/** An agent's connection: who it is, which role it speaks as, and which boot it is. */
-export const agentSessions = pgTable(
-  'agent_sessions',
-  {
-    id: text('id').primaryKey(),
-    nodeId: text('node_id')
-      .notNull()
-      .references(() => nodes.id),
-    role: text('role').notNull(),
-    bootId: text('boot_id').notNull(),
-    connectedAt: tstz('connected_at').notNull(),
-    lastSeenAt: tstz('last_seen_at').notNull(),
-    closedAt: tstz('closed_at'),
-  },
-  (t) => [index('agent_sessions_node_idx').on(t.nodeId, t.connectedAt)],
-);
-
-/** API credentials: a hashed bearer token bound to a tenant with a set of permissions. */
-export const credentials = pgTable(
-  'credentials',
-  {
-    id: text('id').primaryKey(),
-    tenantId: text('tenant_id')
-      .notNull()
-      .references(() => tenants.id),
-    name: text('name').notNull(),
-    tokenHash: text('token_hash').notNull().unique(),
-    permissions: jsonb('permissions').$type<string[]>().notNull(),
-    createdAt: tstz('created_at').notNull(),
-    expiresAt: tstz('expires_at'),
-    revokedAt: tstz('revoked_at'),
-  },
-  (t) => [index('credentials_tenant_idx').on(t.tenantId)],
 );

@@ -7,6 +7,8 @@ export default defineConfig({
     metal: 'src/metal.ts',
     pki: 'src/pki.ts',
     testkit: 'src/testkit.ts',
+    'core-pglite': 'src/core-pglite.ts',
+    'core-postgres': 'src/core-postgres.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

@@ -1,0 +1,153 @@
+import type { ApiGroup } from '../api/types';
+import type { CommandKindDefinition } from '../commands/types';
+import { ComputeError } from '../errors';
+import { assertModuleId } from './define-plugin';
+import type { ComputeModule, Extension, Reconciler } from './module';
+
+/** Where a registered part came from, for error messages: `modules[2] 'metal'` or `plugins[0] 'acme'`. */
+interface Owner {
+  moduleId: string;
+  label: string;
+}
+
+/** Every module and plugin of one `betterCompute`, validated, with their parts indexed. */
+export interface ModuleRegistry {
+  /** Modules then plugins, dependencies first. */
+  readonly modules: readonly ComputeModule[];
+  readonly reconcilers: ReadonlyMap<string, Reconciler>;
+  readonly apiGroups: Readonly<Record<string, ApiGroup>>;
+  readonly commandKinds: readonly { moduleId: string; definition: CommandKindDefinition }[];
+  /** Extensions by `extension` kind, then id. */
+  readonly extensions: ReadonlyMap<string, ReadonlyMap<string, { moduleId: string; extension: Extension }>>;
+  get(id: string): ComputeModule | undefined;
+}
+
+function duplicate(what: string, first: Owner, second: Owner, path: (string | number)[]): ComputeError {
+  return new ComputeError('INVALID_CONFIG', `${what} is registered twice: by ${first.label} and by ${second.label}`, {
+    details: { path, first: first.moduleId, second: second.moduleId },
+  });
+}
+
+function orderByDependencies(entries: { module: ComputeModule; owner: Owner; path: (string | number)[] }[]) {
+  const byId = new Map(entries.map((entry) => [entry.module.id, entry]));
+  const ordered: typeof entries = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (entry: (typeof entries)[number], chain: string[]) => {
+    const seen = state.get(entry.module.id);
+    if (seen === 'done') return;
+    if (seen === 'visiting') {
+      throw new ComputeError('INVALID_CONFIG', `modules depend on each other in a cycle: ${chain.join(' → ')}`, {
+        details: { path: [...entry.path, 'dependsOn'] },
+      });
+    }
+    state.set(entry.module.id, 'visiting');
+    (entry.module.dependsOn ?? []).forEach((dep, i) => {
+      const target = byId.get(dep);
+      if (!target) {
+        throw new ComputeError('INVALID_CONFIG', `${entry.owner.label} depends on '${dep}', which is not registered`, {
+          details: { path: [...entry.path, 'dependsOn', i] },
+        });
+      }
+      visit(target, [...chain, dep]);
+    });
+    state.set(entry.module.id, 'done');
+    ordered.push(entry);
+  };
+  for (const entry of entries) visit(entry, [entry.module.id]);
+  return ordered;
+}
+
+/**
+ * Validates and indexes modules and plugins: a duplicate module or plugin id, extension, reconciler kind, API group or
+ * command kind is `INVALID_CONFIG` naming both owners; a missing or cyclic `dependsOn` is refused too.
+ *
+ * @example
+ * ```ts
+ * const registry = buildModuleRegistry({ modules: [metal()], plugins: [acme] });
+ * registry.reconcilers.get('workflow');
+ * ```
+ */
+export function buildModuleRegistry(input: {
+  modules?: readonly ComputeModule[];
+  plugins?: readonly ComputeModule[];
+}): ModuleRegistry {
+  const entries: { module: ComputeModule; owner: Owner; path: (string | number)[] }[] = [];
+  const ids = new Map<string, Owner>();
+  for (const [listName, list] of [
+    ['modules', input.modules ?? []],
+    ['plugins', input.plugins ?? []],
+  ] as const) {
+    if (!Array.isArray(list)) {
+      throw new ComputeError('INVALID_CONFIG', `${listName} must be an array`, { details: { path: [listName] } });
+    }
+    list.forEach((module: ComputeModule, index: number) => {
+      const path = [listName, index];
+      if (typeof module !== 'object' || module === null) {
+        throw new ComputeError('INVALID_CONFIG', `${listName}[${index}] must be a module object`, {
+          details: { path },
+        });
+      }
+      assertModuleId(module.id, [...path, 'id']);
+      const owner = { moduleId: module.id, label: `${listName}[${index}] '${module.id}'` };
+      const previous = ids.get(module.id);
+      if (previous) throw duplicate(`module '${module.id}'`, previous, owner, [...path, 'id']);
+      ids.set(module.id, owner);
+      entries.push({ module, owner, path });
+    });
+  }
+
+  const ordered = orderByDependencies(entries);
+  const reconcilers = new Map<string, Reconciler>();
+  const reconcilerOwners = new Map<string, Owner>();
+  const apiGroups: Record<string, ApiGroup> = {};
+  const apiOwners = new Map<string, Owner>();
+  const commandKinds: { moduleId: string; definition: CommandKindDefinition }[] = [];
+  const extensions = new Map<string, Map<string, { moduleId: string; extension: Extension }>>();
+  const extensionOwners = new Map<string, Owner>();
+
+  for (const { module, owner, path } of ordered) {
+    for (const [kind, reconciler] of Object.entries(module.reconcilers ?? {})) {
+      if (typeof reconciler !== 'function') {
+        throw new ComputeError('INVALID_CONFIG', `reconciler '${kind}' must be a function`, {
+          details: { path: [...path, 'reconcilers', kind] },
+        });
+      }
+      const previous = reconcilerOwners.get(kind);
+      if (previous) throw duplicate(`reconciler '${kind}'`, previous, owner, [...path, 'reconcilers', kind]);
+      reconcilerOwners.set(kind, owner);
+      reconcilers.set(kind, reconciler);
+    }
+    for (const [group, methods] of Object.entries(module.api ?? {})) {
+      const previous = apiOwners.get(group);
+      if (previous) throw duplicate(`API group '${group}'`, previous, owner, [...path, 'api', group]);
+      apiOwners.set(group, owner);
+      apiGroups[group] = methods;
+    }
+    for (const definition of module.commandKinds ?? []) commandKinds.push({ moduleId: module.id, definition });
+    (module.extensions ?? []).forEach((extension, i) => {
+      const key = `${extension.extension}:${extension.id}`;
+      const previous = extensionOwners.get(key);
+      if (previous) {
+        throw duplicate(`${extension.extension} '${extension.id}'`, previous, owner, [...path, 'extensions', i]);
+      }
+      extensionOwners.set(key, owner);
+      let byId = extensions.get(extension.extension);
+      if (!byId) {
+        byId = new Map();
+        extensions.set(extension.extension, byId);
+      }
+      byId.set(extension.id, { moduleId: module.id, extension });
+    });
+  }
+
+  const modules = ordered.map((entry) => entry.module);
+  const byId = new Map(modules.map((module) => [module.id, module]));
+  return {
+    modules,
+    reconcilers,
+    apiGroups,
+    commandKinds,
+    extensions,
+    get: (id) => byId.get(id),
+  };
+}

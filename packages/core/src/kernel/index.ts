@@ -1,3 +1,5 @@
+export { assertModuleId, type ComputePlugin, definePlugin, type PluginDefinition } from './define-plugin';
 export type { Finding, FindingSeverity, FindingsProvider } from './findings';
 export { type LogFields, type Logger, silentLogger } from './logger';
 export type { ComputeModule, Extension, ModuleContext, Reconciler, WorkflowsPort } from './module';
+export { buildModuleRegistry, type ModuleRegistry } from './registry';

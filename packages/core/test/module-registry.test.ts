@@ -1,0 +1,144 @@
+import { describe, expect, it } from 'vitest';
+import type { ComputeModule } from '../src/kernel';
+import { buildModuleRegistry, definePlugin } from '../src/kernel';
+
+function thrown(fn: () => unknown): { code?: string; message?: string; details?: Record<string, unknown> } {
+  try {
+    fn();
+  } catch (err) {
+    return err as { code: string; message: string; details: Record<string, unknown> };
+  }
+  throw new Error('expected a throw');
+}
+
+const noop = async () => undefined;
+
+describe('definePlugin', () => {
+  it('returns the plugin frozen with kind plugin and keeps its literal id', () => {
+    const plugin = definePlugin({ id: 'acme-autoinstall', extensions: [{ extension: 'step', id: 'acme.render' }] });
+    expect(plugin.kind).toBe('plugin');
+    expect(Object.isFrozen(plugin)).toBe(true);
+    const id: 'acme-autoinstall' = plugin.id;
+    expect(id).toBe('acme-autoinstall');
+  });
+
+  it('refuses an id that is not kebab-case with the path of the id', () => {
+    expect(thrown(() => definePlugin({ id: 'Acme_Plugin' }))).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['id'] },
+    });
+  });
+
+  it('refuses a malformed extension with its index', () => {
+    const bad = [{ extension: 'step', id: 'ok.one' }, { id: 'missing.kind' }] as never;
+    expect(thrown(() => definePlugin({ id: 'acme', extensions: bad }))).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['extensions', 1] },
+    });
+  });
+});
+
+describe('buildModuleRegistry', () => {
+  it('refuses a module registered twice, naming both places', () => {
+    const err = thrown(() => buildModuleRegistry({ modules: [{ id: 'metal' }, { id: 'other' }, { id: 'metal' }] }));
+    expect(err).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 2, 'id'] } });
+    expect(err.message).toContain("modules[0] 'metal'");
+    expect(err.message).toContain("modules[2] 'metal'");
+  });
+
+  it('refuses a plugin whose id is a module id', () => {
+    const err = thrown(() =>
+      buildModuleRegistry({ modules: [{ id: 'acme' }], plugins: [definePlugin({ id: 'acme' })] }),
+    );
+    expect(err).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['plugins', 0, 'id'] } });
+  });
+
+  it('refuses an extension registered twice, naming both owners', () => {
+    const step = { extension: 'step', id: 'acme.render' };
+    const err = thrown(() =>
+      buildModuleRegistry({
+        modules: [{ id: 'provision', extensions: [step] }],
+        plugins: [definePlugin({ id: 'acme', extensions: [step] })],
+      }),
+    );
+    expect(err).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['plugins', 0, 'extensions', 0] } });
+    expect(err.message).toContain("modules[0] 'provision'");
+    expect(err.message).toContain("plugins[0] 'acme'");
+  });
+
+  it('allows the same extension id under two extension kinds', () => {
+    const registry = buildModuleRegistry({
+      modules: [
+        {
+          id: 'a',
+          extensions: [
+            { extension: 'step', id: 'x.y' },
+            { extension: 'profile', id: 'x.y' },
+          ],
+        },
+      ],
+    });
+    expect(registry.extensions.get('step')?.get('x.y')?.moduleId).toBe('a');
+    expect(registry.extensions.get('profile')?.get('x.y')?.moduleId).toBe('a');
+  });
+
+  it('refuses a reconciler kind and an API group registered twice', () => {
+    expect(
+      thrown(() =>
+        buildModuleRegistry({
+          modules: [
+            { id: 'a', reconcilers: { sweep: noop } },
+            { id: 'b', reconcilers: { sweep: noop } },
+          ],
+        }),
+      ),
+    ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 1, 'reconcilers', 'sweep'] } });
+    expect(
+      thrown(() =>
+        buildModuleRegistry({
+          modules: [
+            { id: 'a', api: { nodes: {} } },
+            { id: 'b', api: { nodes: {} } },
+          ],
+        }),
+      ),
+    ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 1, 'api', 'nodes'] } });
+  });
+
+  it('orders modules so dependencies come first', () => {
+    const modules: ComputeModule[] = [
+      { id: 'metal', dependsOn: ['provision'] },
+      { id: 'provision', dependsOn: ['pki'] },
+      { id: 'pki' },
+    ];
+    expect(buildModuleRegistry({ modules }).modules.map((m) => m.id)).toEqual(['pki', 'provision', 'metal']);
+  });
+
+  it('refuses a missing dependency and a cycle', () => {
+    expect(thrown(() => buildModuleRegistry({ modules: [{ id: 'metal', dependsOn: ['provision'] }] }))).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['modules', 0, 'dependsOn', 0] },
+    });
+    const cycle = thrown(() =>
+      buildModuleRegistry({
+        modules: [
+          { id: 'a', dependsOn: ['b'] },
+          { id: 'b', dependsOn: ['a'] },
+        ],
+      }),
+    );
+    expect(cycle).toMatchObject({ code: 'INVALID_CONFIG' });
+    expect(cycle.message).toContain('cycle');
+  });
+
+  it('refuses a module list that is not an array, and a module that is not an object', () => {
+    expect(thrown(() => buildModuleRegistry({ modules: 'metal' as never }))).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['modules'] },
+    });
+    expect(thrown(() => buildModuleRegistry({ modules: [null as never] }))).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['modules', 0] },
+    });
+  });
+});

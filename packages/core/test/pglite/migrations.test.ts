@@ -1,0 +1,4 @@
+import { defineMigrationsConformance } from '../conformance/migrations';
+import { scratchPglite } from '../support/databases';
+
+defineMigrationsConformance(scratchPglite);

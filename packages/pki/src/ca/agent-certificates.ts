@@ -1,0 +1,264 @@
+import { ComputeError, type SqlExecutor } from '@better-compute/core';
+import { type PublicKeyInfo, parsePublicKey } from '../crypto/keys';
+import { type CaDeps, ensureCertificateAuthority, readCaCertificate } from './authority';
+import { importPublicKey, randomSerial, webCryptoParams, x509 } from './x509';
+
+/** Default lifetime of an agent certificate: 7 days; agents renew well before (see the README). */
+export const DEFAULT_CERTIFICATE_TTL_SECONDS = 7 * 24 * 3600;
+
+/** Who a certificate names. */
+export interface AgentIdentity {
+  nodeId: string;
+  tenantId: string;
+  siteId: string | null;
+  role: string;
+}
+
+/** An issued certificate. */
+export interface IssuedCertificate extends AgentIdentity {
+  serial: string;
+  certificatePem: string;
+  caCertificatePem: string;
+  notBefore: Date;
+  expiresAt: Date;
+}
+
+/** A certificate that passed {@link verifyAgentCertificate}. */
+export interface VerifiedCertificate extends AgentIdentity {
+  serial: string;
+  expiresAt: Date;
+}
+
+/** What issuing needs beyond the CA's: the lifetime. */
+export interface IssueDeps extends CaDeps {
+  certificateTtlSeconds?: number;
+}
+
+/**
+ * The SPIFFE-style URI SAN of an agent: `spiffe://better-compute/tenant/<t>/site/<s or ->/node/<id>/role/<r>`, each
+ * segment URI-encoded.
+ *
+ * @example
+ * ```ts
+ * agentUri({ tenantId: 'root', siteId: 'site_01k…', nodeId: 'node_01k…', role: 'node' });
+ * ```
+ */
+export function agentUri(identity: AgentIdentity): string {
+  const part = (value: string | null) => (value === null ? '-' : encodeURIComponent(value));
+  return `spiffe://better-compute/tenant/${part(identity.tenantId)}/site/${part(identity.siteId)}/node/${part(identity.nodeId)}/role/${part(identity.role)}`;
+}
+
+/**
+ * Issues an X.509 certificate for an agent's public key (Ed25519 or ECDSA P-256), signed by the CA: CN = node id,
+ * O = tenant, OU = role, the {@link agentUri} SAN, client and server auth, valid from five minutes ago (clock skew)
+ * for `certificateTtlSeconds`. The certificate is recorded by serial, so it can be revoked.
+ *
+ * @example
+ * ```ts
+ * const cert = await issueAgentCertificate(tx, { nodeId, tenantId: 'root', siteId, role: 'node' }, agentJwk, { key, clock });
+ * ```
+ */
+export async function issueAgentCertificate(
+  tx: SqlExecutor,
+  identity: AgentIdentity,
+  publicKey: unknown,
+  deps: IssueDeps,
+  joinTokenId?: string,
+): Promise<IssuedCertificate> {
+  const subjectKey: PublicKeyInfo = parsePublicKey(publicKey, ['publicKey']);
+  const ca = await ensureCertificateAuthority(tx, deps);
+  const now = deps.clock.now();
+  const notBefore = new Date(now.getTime() - 5 * 60_000);
+  const expiresAt = new Date(now.getTime() + (deps.certificateTtlSeconds ?? DEFAULT_CERTIFICATE_TTL_SECONDS) * 1000);
+  const serial = randomSerial();
+  const subjectCryptoKey = await importPublicKey(subjectKey);
+  const certificate = await x509.X509CertificateGenerator.create({
+    serialNumber: serial,
+    subject: [{ CN: [identity.nodeId] }, { O: [identity.tenantId] }, { OU: [identity.role] }],
+    issuer: ca.certificate.subjectName,
+    notBefore,
+    notAfter: expiresAt,
+    signingAlgorithm: webCryptoParams(ca.algorithm).signing,
+    publicKey: subjectCryptoKey,
+    signingKey: ca.signingKey,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth, x509.ExtendedKeyUsage.serverAuth]),
+      new x509.SubjectAlternativeNameExtension([{ type: 'url', value: agentUri(identity) }]),
+      await x509.SubjectKeyIdentifierExtension.create(subjectCryptoKey),
+      await x509.AuthorityKeyIdentifierExtension.create(ca.certificate.publicKey),
+    ],
+  });
+  const certificatePem = certificate.toString('pem');
+  await tx.query(
+    `INSERT INTO pki_certificates (serial, node_id, tenant_id, site_id, role, join_token_id, certificate_pem, not_before, not_after, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [
+      serial,
+      identity.nodeId,
+      identity.tenantId,
+      identity.siteId,
+      identity.role,
+      joinTokenId ?? null,
+      certificatePem,
+      notBefore,
+      expiresAt,
+      now,
+    ],
+  );
+  return { ...identity, serial, certificatePem, caCertificatePem: ca.certificatePem, notBefore, expiresAt };
+}
+
+function refuse(reason: string, message: string): never {
+  throw new ComputeError('UNAUTHENTICATED', message, { details: { path: ['certificate'], reason } });
+}
+
+/**
+ * Parses a PEM certificate; anything else is INVALID_INPUT at `path` (reason `malformed-certificate`).
+ *
+ * @example
+ * ```ts
+ * const cert = parseCertificatePem(pem);
+ * ```
+ */
+export function parseCertificatePem(
+  pem: unknown,
+  path: readonly (string | number)[] = ['certificate'],
+): x509.X509Certificate {
+  try {
+    if (typeof pem !== 'string' || !pem.includes('-----BEGIN CERTIFICATE-----'))
+      throw new Error('not a PEM certificate');
+    return new x509.X509Certificate(pem);
+  } catch (cause) {
+    throw new ComputeError('INVALID_INPUT', 'not a PEM certificate', {
+      details: { path, reason: 'malformed-certificate' },
+      cause,
+    });
+  }
+}
+
+interface CertificateRow {
+  node_id: string;
+  tenant_id: string;
+  site_id: string | null;
+  role: string;
+  certificate_pem: string;
+  not_after: Date;
+  revoked_at: Date | null;
+}
+
+/**
+ * Checks an agent certificate: signed by this CA, within its validity under the Clock, issued here (by serial, same
+ * bytes) and not revoked. Refusals are UNAUTHENTICATED with `details.reason` `certificate-untrusted`,
+ * `certificate-not-yet-valid`, `certificate-expired`, `certificate-unknown` or `certificate-revoked`; text that is not
+ * a certificate is INVALID_INPUT.
+ *
+ * @example
+ * ```ts
+ * const { nodeId, role } = await verifyAgentCertificate(sql, clientCertificatePem, { clock });
+ * ```
+ */
+export async function verifyAgentCertificate(
+  sql: SqlExecutor,
+  pem: unknown,
+  deps: Pick<CaDeps, 'clock'>,
+): Promise<VerifiedCertificate> {
+  const certificate = parseCertificatePem(pem);
+  const caPem = await readCaCertificate(sql);
+  if (!caPem) refuse('certificate-untrusted', 'no CA has issued certificates yet');
+  const ca = new x509.X509Certificate(caPem);
+  const signed =
+    certificate.issuer === ca.subject && (await certificate.verify({ publicKey: ca.publicKey, signatureOnly: true }));
+  if (!signed) refuse('certificate-untrusted', 'the certificate is not signed by this CA');
+  const now = deps.clock.now();
+  if (now < certificate.notBefore) refuse('certificate-not-yet-valid', 'the certificate is not valid yet');
+  if (now >= certificate.notAfter) refuse('certificate-expired', 'the certificate has expired');
+  const serial = certificate.serialNumber.toLowerCase();
+  const { rows } = await sql.query<CertificateRow>(
+    'SELECT node_id, tenant_id, site_id, role, certificate_pem, not_after, revoked_at FROM pki_certificates WHERE serial = $1',
+    [serial],
+  );
+  const row = rows[0];
+  if (
+    !row ||
+    Buffer.compare(
+      Buffer.from(new x509.X509Certificate(row.certificate_pem).rawData),
+      Buffer.from(certificate.rawData),
+    ) !== 0
+  ) {
+    refuse('certificate-unknown', 'the certificate was not issued here');
+  }
+  if (row.revoked_at) refuse('certificate-revoked', 'the certificate has been revoked');
+  return {
+    serial,
+    nodeId: row.node_id,
+    tenantId: row.tenant_id,
+    siteId: row.site_id,
+    role: row.role,
+    expiresAt: row.not_after,
+  };
+}
+
+/**
+ * Revokes one certificate by serial; every later verification refuses it. An unknown serial is NOT_FOUND.
+ *
+ * @example
+ * ```ts
+ * await revokeCertificate(tx, serial, 'key-compromise', { clock });
+ * ```
+ */
+export async function revokeCertificate(
+  tx: SqlExecutor,
+  serial: string,
+  reason: string,
+  deps: Pick<CaDeps, 'clock'>,
+): Promise<void> {
+  const { rowCount } = await tx.query(
+    'UPDATE pki_certificates SET revoked_at = COALESCE(revoked_at, $2), revoked_reason = COALESCE(revoked_reason, $3) WHERE serial = $1',
+    [typeof serial === 'string' ? serial.toLowerCase() : '', deps.clock.now(), reason],
+  );
+  if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such certificate', { details: { path: ['serial'] } });
+}
+
+/**
+ * Revokes every certificate of a node that is not revoked yet; returns how many.
+ *
+ * @example
+ * ```ts
+ * await revokeNodeCertificates(tx, nodeId, 'node-retired', { clock });
+ * ```
+ */
+export async function revokeNodeCertificates(
+  tx: SqlExecutor,
+  nodeId: string,
+  reason: string,
+  deps: Pick<CaDeps, 'clock'>,
+): Promise<number> {
+  const { rowCount } = await tx.query(
+    'UPDATE pki_certificates SET revoked_at = $2, revoked_reason = $3 WHERE node_id = $1 AND revoked_at IS NULL',
+    [nodeId, deps.clock.now(), reason],
+  );
+  return rowCount;
+}
+
+/**
+ * Renews a certificate: the current one must verify; the new one names the same node, tenant, site and role, for the
+ * given public key (re-keying) or the current one. The old certificate stays valid until it expires, so an agent can
+ * switch over without a gap; revoke it to cut it off.
+ *
+ * @example
+ * ```ts
+ * const next = await renewAgentCertificate(tx, { certificatePem: current }, { key, clock });
+ * ```
+ */
+export async function renewAgentCertificate(
+  tx: SqlExecutor,
+  input: { certificatePem: string; publicKey?: unknown },
+  deps: IssueDeps,
+): Promise<IssuedCertificate> {
+  const current = await verifyAgentCertificate(tx, input.certificatePem, deps);
+  const publicKey = input.publicKey ?? parseCertificatePem(input.certificatePem).publicKey.toString('pem');
+  const { serial: _serial, expiresAt: _expiresAt, ...identity } = current;
+  return issueAgentCertificate(tx, identity, publicKey, deps);
+}

@@ -1,0 +1,130 @@
+import {
+  type Clock,
+  ComputeError,
+  isId,
+  type Logger,
+  newId,
+  type SecretBroker,
+  type SecretRef,
+  type SqlExecutor,
+  silentLogger,
+} from '@better-compute/core';
+import { open, seal } from '../crypto/aead';
+import { requireString } from '../tokens/validate';
+
+/** What the broker needs: the database, the at-rest key, the clock and a logger. */
+export interface SecretBrokerDeps {
+  key: Uint8Array;
+  clock: Clock;
+  log?: Logger;
+}
+
+/** The largest value the broker stores: 1 MiB of UTF-8. */
+export const MAX_SECRET_BYTES = 1024 * 1024;
+
+function context(id: string, tenantId: string): string {
+  return `pki-secret:${id}:${tenantId}`;
+}
+
+function requireRef(ref: unknown): SecretRef {
+  if (!isId(ref, 'sec'))
+    throw new ComputeError('INVALID_INPUT', 'not a secret reference (sec_…)', { details: { path: ['ref'] } });
+  return ref;
+}
+
+async function readSecret(sql: SqlExecutor, ref: SecretRef, key: Uint8Array): Promise<string | undefined> {
+  const { rows } = await sql.query<{ tenant_id: string; sealed_value: string }>(
+    'SELECT tenant_id, sealed_value FROM pki_secrets WHERE id = $1',
+    [ref],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return new TextDecoder().decode(open(key, context(ref, row.tenant_id), row.sealed_value));
+}
+
+/**
+ * The secret broker: values sealed with AES-256-GCM under the configured key (bound to their id and tenant), only
+ * `sec_…` references leave it. `resolve` of an unknown reference is NOT_FOUND; a malformed one INVALID_INPUT.
+ *
+ * @example
+ * ```ts
+ * const secrets = createSecretBroker(sql, { key, clock });
+ * const ref = await secrets.put('root', document);
+ * ```
+ */
+export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Required<SecretBroker> {
+  return {
+    async put(tenantId, value) {
+      requireString(tenantId, ['tenantId']);
+      if (typeof value !== 'string' || Buffer.byteLength(value, 'utf8') > MAX_SECRET_BYTES) {
+        throw new ComputeError('INVALID_INPUT', `a secret value is a string of at most ${MAX_SECRET_BYTES} bytes`, {
+          details: { path: ['value'] },
+        });
+      }
+      const tenant = await sql.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
+      if (tenant.rowCount === 0)
+        throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
+      const id = newId('sec');
+      const sealed = seal(deps.key, context(id, tenantId), new TextEncoder().encode(value));
+      await sql.query('INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at) VALUES ($1, $2, $3, $4)', [
+        id,
+        tenantId,
+        sealed,
+        deps.clock.now(),
+      ]);
+      return id;
+    },
+    async resolve(ref) {
+      const value = await readSecret(sql, requireRef(ref), deps.key);
+      if (value === undefined) throw new ComputeError('NOT_FOUND', 'no such secret', { details: { path: ['ref'] } });
+      return value;
+    },
+    async delete(ref) {
+      await sql.query('DELETE FROM pki_secrets WHERE id = $1', [requireRef(ref)]);
+    },
+  };
+}
+
+// A workflow step's command key: wf:<workflow>:<step>, then an optional #<attempt>, then an optional :<key>.
+const STEP_COMMAND_KEY = '^wf:[^:#]+:[^:#]+(#[0-9]+)?(:.*)?$';
+
+/**
+ * What an agent may fetch: a secret's value, only while a live command (pending, dispatched, acked or running, not
+ * past `not_after` under the Clock) of a workflow step for that agent carries the reference anywhere in its payload,
+ * in the secret's own tenant. Anything else is NOT_FOUND (reason `not-carried`), so an agent cannot probe which
+ * references exist; refusals and grants are logged with the agent, the reference and the command, never the value.
+ *
+ * @example
+ * ```ts
+ * const value = await fetchSecretForAgent(sql, { agentNodeId: session.nodeId, ref }, { key, clock, log });
+ * ```
+ */
+export async function fetchSecretForAgent(
+  sql: SqlExecutor,
+  input: { agentNodeId: string; ref: string },
+  deps: SecretBrokerDeps,
+): Promise<string> {
+  const log = deps.log ?? silentLogger;
+  const agentNodeId = requireString(input?.agentNodeId, ['agentNodeId']);
+  const ref = requireRef(input.ref);
+  const { rows } = await sql.query<{ id: string }>(
+    `SELECT c.id FROM commands c JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
+     WHERE c.node_id = $1
+       AND c.state IN ('pending', 'dispatched', 'acked', 'running')
+       AND c.not_after > $3
+       AND c.key ~ '${STEP_COMMAND_KEY}'
+       AND jsonb_path_exists(c.payload, '$.** ? (@ == $ref)', jsonb_build_object('ref', $2::text))
+     ORDER BY c.id LIMIT 1`,
+    [agentNodeId, ref, deps.clock.now()],
+  );
+  const command = rows[0];
+  const value = command ? await readSecret(sql, ref, deps.key) : undefined;
+  if (!command || value === undefined) {
+    log.warn('secret fetch refused', { agentNodeId, ref, reason: 'not-carried' });
+    throw new ComputeError('NOT_FOUND', 'no such secret for this agent', {
+      details: { path: ['ref'], reason: 'not-carried' },
+    });
+  }
+  log.info('secret fetched by agent', { agentNodeId, ref, commandId: command.id });
+  return value;
+}

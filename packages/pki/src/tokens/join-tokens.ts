@@ -1,0 +1,190 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import {
+  type Clock,
+  ComputeError,
+  type HardwareExpectation,
+  type IssueJoinTokenInput,
+  type JoinRole,
+  newId,
+  type SqlExecutor,
+} from '@better-compute/core';
+import { parseExpectation } from './claims';
+import { optionalString, requireInt, requireObject, requireString } from './validate';
+
+/** The join roles. */
+export const JOIN_ROLES: readonly JoinRole[] = ['node', 'site', 'provisioned', 'discovery'];
+
+/** The longest a join token may live: 30 days. */
+export const MAX_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
+
+/** {@link IssueJoinTokenInput} plus the node a `node`, `site` or `provisioned` join binds to. */
+export interface JoinTokenInput extends IssueJoinTokenInput {
+  nodeId?: string;
+}
+
+/** A stored join token (never its secret). */
+export interface JoinTokenRow {
+  id: string;
+  tenant_id: string;
+  role: JoinRole;
+  pool_id: string | null;
+  site_id: string | null;
+  node_id: string | null;
+  secret_hash: string;
+  expect: HardwareExpectation | null;
+  max_uses: number | null;
+  uses: number;
+  expires_at: Date;
+  revoked_at: Date | null;
+}
+
+const TOKEN = /^(tok_[0-9a-hjkmnp-tv-z]{26})\.([A-Za-z0-9_-]{43})$/;
+
+function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
+/**
+ * Mints a join token: `<id>.<secret>`, where the id (`tok_…`) finds the row and only the SHA-256 of the 256-bit
+ * secret is stored. `maxUses` left out means any number of joins until `ttlSeconds` (1 s to 30 days) pass. `site`
+ * tokens need `siteId`; `node` tokens need `nodeId`, the pre-registered node they bind. Bad input is INVALID_INPUT
+ * with `details.path`; an unknown tenant, site or node is NOT_FOUND.
+ *
+ * @example
+ * ```ts
+ * const { id, token } = await issueJoinToken(tx, { tenantId: 'root', role: 'discovery', siteId, ttlSeconds: 3600 }, { clock });
+ * ```
+ */
+export async function issueJoinToken(
+  tx: SqlExecutor,
+  input: JoinTokenInput,
+  deps: { clock: Clock },
+): Promise<{ id: string; token: string }> {
+  const object = requireObject(input, []);
+  const tenantId = requireString(object.tenantId, ['tenantId']);
+  const role = object.role as JoinRole;
+  if (!JOIN_ROLES.includes(role)) {
+    throw new ComputeError('INVALID_INPUT', `role must be one of ${JOIN_ROLES.join(', ')}`, {
+      details: { path: ['role'] },
+    });
+  }
+  const ttlSeconds = requireInt(object.ttlSeconds, ['ttlSeconds'], 1, MAX_TOKEN_TTL_SECONDS);
+  const maxUses =
+    object.maxUses === undefined || object.maxUses === null
+      ? null
+      : requireInt(object.maxUses, ['maxUses'], 1, 1_000_000);
+  const poolId = optionalString(object.poolId, ['poolId']);
+  const siteId = optionalString(object.siteId, ['siteId']);
+  const nodeId = optionalString(object.nodeId, ['nodeId']);
+  const expect = parseExpectation(object.expect);
+  if (role === 'site' && !siteId && !nodeId) {
+    throw new ComputeError('INVALID_INPUT', 'a site token names its site', { details: { path: ['siteId'] } });
+  }
+  if (role === 'node' && !nodeId) {
+    throw new ComputeError('INVALID_INPUT', 'a node token names the node it binds', { details: { path: ['nodeId'] } });
+  }
+  const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
+  if (tenant.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
+  if (siteId) {
+    const site = await tx.query('SELECT 1 FROM sites WHERE id = $1 AND tenant_id = $2', [siteId, tenantId]);
+    if (site.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such site', { details: { path: ['siteId'] } });
+  }
+  if (nodeId) {
+    const node = await tx.query('SELECT 1 FROM nodes WHERE id = $1 AND tenant_id = $2', [nodeId, tenantId]);
+    if (node.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such node', { details: { path: ['nodeId'] } });
+  }
+  const id = newId('tok');
+  const secret = randomBytes(32).toString('base64url');
+  const now = deps.clock.now();
+  await tx.query(
+    `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id, secret_hash, expect, max_uses, uses, expires_at, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, 0, $10, $11)`,
+    [
+      id,
+      tenantId,
+      role,
+      poolId ?? null,
+      siteId ?? null,
+      nodeId ?? null,
+      hashSecret(secret),
+      expect ? JSON.stringify(expect) : null,
+      maxUses,
+      new Date(now.getTime() + ttlSeconds * 1000),
+      now,
+    ],
+  );
+  return { id, token: `${id}.${secret}` };
+}
+
+/**
+ * Revokes a join token; later joins with it are refused (`token-revoked`). An unknown id is NOT_FOUND.
+ *
+ * @example
+ * ```ts
+ * await revokeJoinToken(tx, 'tok_01k…', { clock });
+ * ```
+ */
+export async function revokeJoinToken(tx: SqlExecutor, id: string, deps: { clock: Clock }): Promise<void> {
+  const { rowCount } = await tx.query(
+    'UPDATE pki_join_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1',
+    [id, deps.clock.now()],
+  );
+  if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such join token', { details: { path: ['id'] } });
+}
+
+/** A join refusal: UNAUTHENTICATED for a token that is not (or no longer) a credential. */
+export function tokenRefusal(
+  reason: 'token-unknown' | 'token-expired' | 'token-exhausted' | 'token-revoked',
+): ComputeError {
+  const messages = {
+    'token-unknown': 'the join token is not valid',
+    'token-expired': 'the join token has expired',
+    'token-exhausted': 'the join token has no uses left',
+    'token-revoked': 'the join token has been revoked',
+  } as const;
+  return new ComputeError('UNAUTHENTICATED', messages[reason], { details: { path: ['token'], reason } });
+}
+
+/**
+ * Finds the token a presented join token names and checks its secret in constant time. Malformed, unknown or wrong
+ * secrets are all `token-unknown`, so a caller learns nothing about which ids exist.
+ *
+ * @example
+ * ```ts
+ * const row = await lookupJoinToken(tx, presented);
+ * ```
+ */
+export async function lookupJoinToken(sql: SqlExecutor, presented: unknown): Promise<JoinTokenRow> {
+  const match = typeof presented === 'string' ? TOKEN.exec(presented) : null;
+  const id = match?.[1] ?? '';
+  const { rows } = await sql.query<JoinTokenRow>('SELECT * FROM pki_join_tokens WHERE id = $1', [id]);
+  const row = rows[0];
+  // Hash even when there is no row, so a miss takes as long as a wrong secret.
+  const offered = Buffer.from(hashSecret(match?.[2] ?? ''), 'hex');
+  const stored = Buffer.from(row?.secret_hash ?? '0'.repeat(64), 'hex');
+  if (!row || !match || !timingSafeEqual(offered, stored)) throw tokenRefusal('token-unknown');
+  return row;
+}
+
+/** Why a found token cannot be used at `now`, if it cannot. */
+export function tokenUnusable(row: JoinTokenRow, now: Date): ComputeError | undefined {
+  if (row.revoked_at) return tokenRefusal('token-revoked');
+  if (now >= row.expires_at) return tokenRefusal('token-expired');
+  if (row.max_uses !== null && row.uses >= row.max_uses) return tokenRefusal('token-exhausted');
+  return undefined;
+}
+
+/**
+ * Spends one use atomically: a conditional UPDATE, so of many concurrent joins only as many as there are uses left
+ * succeed. Returns the refusal when none is left (re-read for the reason).
+ */
+export async function spendJoinToken(tx: SqlExecutor, id: string, now: Date): Promise<void> {
+  const { rowCount } = await tx.query(
+    `UPDATE pki_join_tokens SET uses = uses + 1, last_used_at = $2
+     WHERE id = $1 AND revoked_at IS NULL AND expires_at > $2 AND (max_uses IS NULL OR uses < max_uses)`,
+    [id, now],
+  );
+  if (rowCount === 1) return;
+  const { rows } = await tx.query<JoinTokenRow>('SELECT * FROM pki_join_tokens WHERE id = $1', [id]);
+  throw (rows[0] && tokenUnusable(rows[0], now)) ?? tokenRefusal('token-unknown');
+}

@@ -57,6 +57,9 @@ describe('AES-256-GCM sealing', () => {
     const parts = sealed.split('.');
     const body = Buffer.from(parts[3] ?? '', 'base64url');
     body[0] = (body[0] ?? 0) ^ 1;
-    await computeErrorOf(() => open(key, 'pki-secret:a', [parts[0], parts[1], parts[2], body.toString('base64url')].join('.')), 'INTERNAL');
+    await computeErrorOf(
+      () => open(key, 'pki-secret:a', [parts[0], parts[1], parts[2], body.toString('base64url')].join('.')),
+      'INTERNAL',
+    );
   });
 });

@@ -21,10 +21,10 @@ describe.each(['ed25519', 'es256'] as const)('%s signatures', (alg) => {
   it('fail on a tampered message, a tampered signature and another key', () => {
     const signature = signBytes(pair.privateKeyPem, message);
     const tampered = new Uint8Array(message);
-    tampered[3] ^= 1;
+    tampered[3] = (tampered[3] ?? 0) ^ 1;
     expect(verifyBytes(pair.publicKeyPem, tampered, signature)).toBe(false);
     const badSignature = new Uint8Array(signature);
-    badSignature[10] ^= 1;
+    badSignature[10] = (badSignature[10] ?? 0) ^ 1;
     expect(verifyBytes(pair.publicKeyPem, message, badSignature)).toBe(false);
     expect(verifyBytes(generateSigningKeyPair(alg).publicKeyPem, message, signature)).toBe(false);
   });
@@ -66,13 +66,18 @@ describe('malformed keys and signatures', () => {
 
   it('refuses an RSA key as unsupported', async () => {
     const { generateKeyPairSync } = await import('node:crypto');
-    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'pem', type: 'spki' }).toString();
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 })
+      .publicKey.export({ format: 'pem', type: 'spki' })
+      .toString();
     await computeErrorOf(() => parsePublicKey(rsa), 'INVALID_INPUT');
   });
 
   it('refuses a signature that is not base64 with INVALID_INPUT at its path', async () => {
     const pair = generateSigningKeyPair();
-    const error = await computeErrorOf(() => verifyBase64(pair.publicKeyPem, message, 'not base64!', ['approval', 'signature']), 'INVALID_INPUT');
+    const error = await computeErrorOf(
+      () => verifyBase64(pair.publicKeyPem, message, 'not base64!', ['approval', 'signature']),
+      'INVALID_INPUT',
+    );
     expect(error.details.path).toEqual(['approval', 'signature']);
   });
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair, type SigningKeyPair, signToBase64Url } from '../../src';
-import { insertNode, scratchPglite } from '../support/database';
+import { findInLogs, findPlaintext, insertNode, scratchPglite } from '../support/database';
 import { computeErrorOf } from '../support/errors';
 import { createHarness, type Harness, issueTracked } from '../support/harness';
 
@@ -36,7 +36,9 @@ const verify = (nodeId: string, attested: unknown, bytes = result) =>
 describe('node-signed results', () => {
   it.each(['alpha', 'beta'])('verify against the node current certificate (%s)', async (name) => {
     const node = name === 'alpha' ? alpha : beta;
-    await expect(verify(node.nodeId, attest(node.key, node.serial))).resolves.toEqual({ certificateSerial: node.serial });
+    await expect(verify(node.nodeId, attest(node.key, node.serial))).resolves.toEqual({
+      certificateSerial: node.serial,
+    });
   });
 
   it('fail on a tampered result', async () => {
@@ -57,7 +59,10 @@ describe('node-signed results', () => {
   });
 
   it('fail when the algorithm does not match the certificate key', async () => {
-    const error = await computeErrorOf(verify(alpha.nodeId, { ...attest(alpha.key, alpha.serial), alg: 'es256' }), 'DRIVER_ERROR');
+    const error = await computeErrorOf(
+      verify(alpha.nodeId, { ...attest(alpha.key, alpha.serial), alg: 'es256' }),
+      'DRIVER_ERROR',
+    );
     expect(error.details.reason).toBe('algorithm-mismatch');
   });
 
@@ -92,4 +97,10 @@ describe('node-signed results', () => {
     const error = await computeErrorOf(verify(beta.nodeId, attest(beta.key, beta.serial)), 'DRIVER_ERROR');
     expect(error.details.reason).toBe('certificate-revoked');
   });
+});
+
+it('leaves no join token in plaintext in any table or log line', async () => {
+  expect(h.plaintexts.length).toBeGreaterThan(0);
+  expect(await findPlaintext(h.scratch.db, h.plaintexts)).toEqual([]);
+  expect(findInLogs(h.log, h.plaintexts)).toEqual([]);
 });

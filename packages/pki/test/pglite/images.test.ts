@@ -15,9 +15,15 @@ const digest = `sha256:${createHash('sha256').update('ubuntu-24.04.img').digest(
 beforeAll(async () => {
   h = await createHarness(await scratchPglite());
   await h.scratch.db.transaction(async (tx) => {
-    signers.acme = (await h.pki.addImageSigner(tx, { tenantId: 'acme', name: 'acme release', publicKey: acmeKey.publicJwk })).id;
-    signers.public = (await h.pki.addImageSigner(tx, { tenantId: null, name: 'vendor', publicKey: publicKey.publicKeyPem })).id;
-    signers.root = (await h.pki.addImageSigner(tx, { tenantId: 'root', name: 'root only', publicKey: rootKey.publicKeyPem })).id;
+    signers.acme = (
+      await h.pki.addImageSigner(tx, { tenantId: 'acme', name: 'acme release', publicKey: acmeKey.publicJwk })
+    ).id;
+    signers.public = (
+      await h.pki.addImageSigner(tx, { tenantId: null, name: 'vendor', publicKey: publicKey.publicKeyPem })
+    ).id;
+    signers.root = (
+      await h.pki.addImageSigner(tx, { tenantId: 'root', name: 'root only', publicKey: rootKey.publicKeyPem })
+    ).id;
   });
 });
 afterAll(() => h.scratch.drop());
@@ -27,7 +33,9 @@ const sign = (key: { privateKeyPem: string }, d = digest) => signToBase64Url(key
 describe('image verification', () => {
   it("accepts an image signed by the tenant's own signer, and names it", async () => {
     expect(signers.acme).toMatch(/^sgn_/);
-    await expect(h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(acmeKey) })).resolves.toEqual({
+    await expect(
+      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(acmeKey) }),
+    ).resolves.toEqual({
       signerId: signers.acme,
     });
   });
@@ -51,7 +59,10 @@ describe('image verification', () => {
 
   it('refuses a signature over another digest', async () => {
     const other = `sha256:${'0'.repeat(64)}`;
-    await computeErrorOf(h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(acmeKey, other) }), 'PERMISSION_DENIED');
+    await computeErrorOf(
+      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(acmeKey, other) }),
+      'PERMISSION_DENIED',
+    );
   });
 
   it("refuses another tenant's signer as signer-unknown", async () => {
@@ -60,17 +71,28 @@ describe('image verification', () => {
       'PERMISSION_DENIED',
     );
     expect(error.details).toMatchObject({ reason: 'signer-unknown', path: ['signerId'] });
-    await computeErrorOf(h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(rootKey) }), 'PERMISSION_DENIED');
+    await computeErrorOf(
+      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(rootKey) }),
+      'PERMISSION_DENIED',
+    );
   });
 
   it('refuses a key that was never allowlisted', async () => {
     const stranger = generateSigningKeyPair('ed25519');
-    await computeErrorOf(h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(stranger) }), 'PERMISSION_DENIED');
+    await computeErrorOf(
+      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(stranger) }),
+      'PERMISSION_DENIED',
+    );
   });
 
   it('refuses a signer named explicitly when its signature does not match', async () => {
     const error = await computeErrorOf(
-      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(publicKey), signerId: signers.acme }),
+      h.pki.imageVerifier(h.scratch.db, {
+        tenantId: 'acme',
+        digest,
+        signature: sign(publicKey),
+        signerId: signers.acme,
+      }),
       'PERMISSION_DENIED',
     );
     expect(error.details.reason).toBe('signature-invalid');
@@ -96,6 +118,9 @@ describe('image verification', () => {
 
   it('stops accepting a revoked signer', async () => {
     await h.scratch.db.transaction((tx) => h.pki.revokeImageSigner(tx, signers.public as string));
-    await computeErrorOf(h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(publicKey) }), 'PERMISSION_DENIED');
+    await computeErrorOf(
+      h.pki.imageVerifier(h.scratch.db, { tenantId: 'acme', digest, signature: sign(publicKey) }),
+      'PERMISSION_DENIED',
+    );
   });
 });

@@ -22,10 +22,18 @@ async function uses(id: string): Promise<number> {
 
 describe('issuing join tokens', () => {
   it('returns a tok_ id and a token, and stores only a hash of its secret', async () => {
-    const { id, token } = await issueTracked(h, { tenantId: 'root', role: 'discovery', siteId: 'site_root', ttlSeconds: 600 });
+    const { id, token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 600,
+    });
     expect(id).toMatch(/^tok_[0-9a-z]{26}$/);
     expect(token.startsWith(`${id}.`)).toBe(true);
-    const { rows } = await h.scratch.db.query<{ secret_hash: string }>('SELECT secret_hash FROM pki_join_tokens WHERE id = $1', [id]);
+    const { rows } = await h.scratch.db.query<{ secret_hash: string }>(
+      'SELECT secret_hash FROM pki_join_tokens WHERE id = $1',
+      [id],
+    );
     expect(rows[0]?.secret_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(rows[0]?.secret_hash).not.toContain(token.split('.')[1]);
   });
@@ -50,7 +58,9 @@ describe('issuing join tokens', () => {
 
   it('refuses an unknown tenant, and a site of another tenant, as NOT_FOUND', async () => {
     const tenant = await computeErrorOf(
-      h.scratch.db.transaction((tx) => h.pki.issueJoinToken(tx, { tenantId: 'nobody', role: 'discovery', ttlSeconds: 60 })),
+      h.scratch.db.transaction((tx) =>
+        h.pki.issueJoinToken(tx, { tenantId: 'nobody', role: 'discovery', ttlSeconds: 60 }),
+      ),
       'NOT_FOUND',
     );
     expect(tenant.details.path).toEqual(['tenantId']);
@@ -77,7 +87,9 @@ describe('joining', () => {
     expect(joined.role).toBe('discovery');
     expect(joined.certificatePem).toContain('BEGIN CERTIFICATE');
     expect(joined.caCertificatePem).toContain('BEGIN CERTIFICATE');
-    const { rows } = await h.scratch.db.query<Record<string, unknown>>('SELECT * FROM nodes WHERE id = $1', [joined.nodeId]);
+    const { rows } = await h.scratch.db.query<Record<string, unknown>>('SELECT * FROM nodes WHERE id = $1', [
+      joined.nodeId,
+    ]);
     expect(rows[0]).toMatchObject({
       tenant_id: 'acme',
       site_id: 'site_acme',
@@ -96,7 +108,10 @@ describe('joining', () => {
       maxUses: 1,
       expect: { mac: '52:54:00:AA:BB:CC', serial: 'SN-1' },
     });
-    const error = await computeErrorOf(join({ token, claims: { mac: '52:54:00:aa:bb:cd', serial: 'SN-1' } }), 'PERMISSION_DENIED');
+    const error = await computeErrorOf(
+      join({ token, claims: { mac: '52:54:00:aa:bb:cd', serial: 'SN-1' } }),
+      'PERMISSION_DENIED',
+    );
     expect(error.details).toMatchObject({ reason: 'claims-mismatch', path: ['claims', 'mac'] });
     expect(await uses(id)).toBe(0);
     await computeErrorOf(join({ token, claims: {} }), 'PERMISSION_DENIED');
@@ -108,7 +123,12 @@ describe('joining', () => {
   });
 
   it('refuses a token past its ttl under the clock as token-expired', async () => {
-    const { token } = await issueTracked(h, { tenantId: 'root', role: 'discovery', siteId: 'site_root', ttlSeconds: 60 });
+    const { token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 60,
+    });
     h.clock.advance(59_000);
     await join({ token });
     h.clock.advance(1_000);
@@ -131,7 +151,12 @@ describe('joining', () => {
   });
 
   it('refuses a revoked token as token-revoked', async () => {
-    const { id, token } = await issueTracked(h, { tenantId: 'root', role: 'discovery', siteId: 'site_root', ttlSeconds: 60 });
+    const { id, token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 60,
+    });
     await h.scratch.db.transaction((tx) => h.pki.revokeJoinToken(tx, id));
     const error = await computeErrorOf(join({ token }), 'UNAUTHENTICATED');
     expect(error.details.reason).toBe('token-revoked');
@@ -186,9 +211,10 @@ describe('attestors', () => {
   it('a site token creates a site agent of its site', async () => {
     const { token } = await issueTracked(h, { tenantId: 'root', role: 'site', siteId: 'site_root', ttlSeconds: 60 });
     const joined = await join({ token });
-    const { rows } = await h.scratch.db.query<Record<string, unknown>>('SELECT kind, site_id FROM nodes WHERE id = $1', [
-      joined.nodeId,
-    ]);
+    const { rows } = await h.scratch.db.query<Record<string, unknown>>(
+      'SELECT kind, site_id FROM nodes WHERE id = $1',
+      [joined.nodeId],
+    );
     expect(rows[0]).toEqual({ kind: 'site-agent', site_id: 'site_root' });
     expect(joined.siteId).toBe('site_root');
   });
@@ -201,7 +227,10 @@ describe('attestors', () => {
     const installed = await join({ token: second.token, publicKey: generateSigningKeyPair('es256').publicKeyPem });
     expect(installed.nodeId).toBe(nodeId);
     expect(installed.role).toBe('provisioned');
-    const old = await computeErrorOf(h.pki.verifyAgentCertificate(h.scratch.db, ramdisk.certificatePem), 'UNAUTHENTICATED');
+    const old = await computeErrorOf(
+      h.pki.verifyAgentCertificate(h.scratch.db, ramdisk.certificatePem),
+      'UNAUTHENTICATED',
+    );
     expect(old.details.reason).toBe('certificate-revoked');
     expect((await h.pki.verifyAgentCertificate(h.scratch.db, installed.certificatePem)).nodeId).toBe(nodeId);
   });
@@ -240,7 +269,9 @@ describe('attestors', () => {
       attestors: { discovery: async () => ({ nodeId, tenantId: 'root', siteId: 'site_root' }) },
     });
     const { token } = await issueTracked(h, { tenantId: 'root', role: 'discovery', ttlSeconds: 60 });
-    const joined = await h.scratch.db.transaction((tx) => custom.joinAgent(tx, { token, publicKey: agentKey.publicKeyPem }));
+    const joined = await h.scratch.db.transaction((tx) =>
+      custom.joinAgent(tx, { token, publicKey: agentKey.publicKeyPem }),
+    );
     expect(joined.nodeId).toBe(nodeId);
   });
 });

@@ -26,8 +26,16 @@ const wipe: CommandKindDefinition = { name: 'deploy.wipe', payload: {} as never,
 const reboot: CommandKindDefinition = { name: 'node.reboot', payload: {} as never, destructive: true };
 const status: CommandKindDefinition = { name: 'node.status', payload: {} as never };
 
-function cmd(kind: CommandKindDefinition, extra: Partial<NewCommand> = {}): NewCommand & { tenantId: string } {
-  return { tenantId: 'root', nodeId: 'node_a', kind: kind.name, payload: {}, key: 'wf:w:s', notAfter: h.clock.now(), ...extra };
+function cmd(kind: CommandKindDefinition, extra: Partial<NewCommand & { tenantId: string }> = {}): NewCommand & { tenantId: string } {
+  return {
+    tenantId: 'root',
+    nodeId: 'node_a',
+    kind: kind.name,
+    payload: {},
+    key: 'wf:w:s',
+    notAfter: h.clock.now(),
+    ...extra,
+  };
 }
 
 const policy = (service: Pki, command: NewCommand & { tenantId: string }, kind: CommandKindDefinition) =>
@@ -46,7 +54,10 @@ const newBatch = (scope: Partial<Parameters<Pki['createBatch']>[1]> = {}) =>
 
 const approve = (batch: Batch, who: keyof typeof keys, signed: Batch = batch) =>
   h.scratch.db.transaction((tx) =>
-    h.pki.approveBatch(tx, batch.id, { approverId: who, signature: signToBase64Url(keys[who].privateKeyPem, batchSigningBytes(signed)) }),
+    h.pki.approveBatch(tx, batch.id, {
+      approverId: who,
+      signature: signToBase64Url(keys[who].privateKeyPem, batchSigningBytes(signed)),
+    }),
   );
 
 describe('the destructive-batch quorum', () => {
@@ -117,11 +128,17 @@ describe('the destructive-batch quorum', () => {
     const batch = await newBatch();
     await approve(batch, 'alice');
     await approve(batch, 'bob');
-    const node = await computeErrorOf(policy(h.pki, cmd(wipe, { batchId: batch.id, nodeId: 'node_c' }), wipe), 'INVALID_INPUT');
+    const node = await computeErrorOf(
+      policy(h.pki, cmd(wipe, { batchId: batch.id, nodeId: 'node_c' }), wipe),
+      'INVALID_INPUT',
+    );
     expect(node.details).toMatchObject({ reason: 'batch-node-out-of-scope', path: ['nodeId'] });
     const kind = await computeErrorOf(policy(h.pki, cmd(reboot, { batchId: batch.id }), reboot), 'INVALID_INPUT');
     expect(kind.details).toMatchObject({ reason: 'batch-kind-out-of-scope', path: ['kind'] });
-    const tenant = await computeErrorOf(policy(h.pki, cmd(wipe, { batchId: batch.id, tenantId: 'acme' }), wipe), 'INVALID_INPUT');
+    const tenant = await computeErrorOf(
+      policy(h.pki, cmd(wipe, { batchId: batch.id, tenantId: 'acme' }), wipe),
+      'INVALID_INPUT',
+    );
     expect(tenant.details.reason).toBe('batch-tenant-out-of-scope');
   });
 
@@ -172,7 +189,13 @@ describe('the destructive-batch quorum', () => {
     [{ approvers: [{ id: 'a', publicKey: 'nope' }], threshold: 1 }, ['quorum', 'approvers', 0, 'publicKey']],
     [{ approvers: [{ id: 'a', publicKey: alice.publicKeyPem }], threshold: 2 }, ['quorum', 'threshold']],
     [
-      { approvers: [{ id: 'a', publicKey: alice.publicKeyPem }, { id: 'a', publicKey: bob.publicKeyPem }], threshold: 1 },
+      {
+        approvers: [
+          { id: 'a', publicKey: alice.publicKeyPem },
+          { id: 'a', publicKey: bob.publicKeyPem },
+        ],
+        threshold: 1,
+      },
       ['quorum', 'approvers', 1, 'id'],
     ],
   ])('refuses a bad quorum configuration with INVALID_CONFIG at its path', async (quorum, path) => {

@@ -19,7 +19,14 @@ async function put(tenantId: string, value: string): Promise<string> {
   return h.pki.secrets(h.scratch.db).put(tenantId, value);
 }
 
-async function command(input: { nodeId?: string; tenantId?: string; key?: string; state?: string; payload: unknown; notAfterMs?: number }) {
+async function command(input: {
+  nodeId?: string;
+  tenantId?: string;
+  key?: string;
+  state?: string;
+  payload: unknown;
+  notAfterMs?: number;
+}) {
   commandSeq += 1;
   const clock: FakeClock = h.clock;
   await h.scratch.db.query(
@@ -45,7 +52,10 @@ describe('the secret broker', () => {
     const ref = await put('root', 'password-for-bmc-1');
     expect(ref).toMatch(/^sec_[0-9a-z]{26}$/);
     expect(await h.pki.secrets(h.scratch.db).resolve(ref)).toBe('password-for-bmc-1');
-    const { rows } = await h.scratch.db.query<{ sealed_value: string }>('SELECT sealed_value FROM pki_secrets WHERE id = $1', [ref]);
+    const { rows } = await h.scratch.db.query<{ sealed_value: string }>(
+      'SELECT sealed_value FROM pki_secrets WHERE id = $1',
+      [ref],
+    );
     expect(rows[0]?.sealed_value).toMatch(/^v1\./);
   });
 
@@ -67,7 +77,10 @@ describe('the secret broker', () => {
   it('does not open a value whose ciphertext was moved to another row', async () => {
     const a = await put('root', 'value-of-a');
     const b = await put('root', 'value-of-b');
-    await h.scratch.db.query('UPDATE pki_secrets SET sealed_value = (SELECT sealed_value FROM pki_secrets WHERE id = $1) WHERE id = $2', [a, b]);
+    await h.scratch.db.query(
+      'UPDATE pki_secrets SET sealed_value = (SELECT sealed_value FROM pki_secrets WHERE id = $1) WHERE id = $2',
+      [a, b],
+    );
     await computeErrorOf(h.pki.secrets(h.scratch.db).resolve(b), 'INTERNAL');
   });
 });
@@ -109,11 +122,14 @@ describe('agents fetching secrets', () => {
     await computeErrorOf(fetchAs('node_agent', ref), 'NOT_FOUND');
   });
 
-  it.each(['succeeded', 'failed', 'expired', 'cancelled', 'rejected'])('are refused once the command is %s', async (state) => {
-    const ref = await put('root', `value-after-${state}`);
-    await command({ state, payload: { ref } });
-    await computeErrorOf(fetchAs('node_agent', ref), 'NOT_FOUND');
-  });
+  it.each(['succeeded', 'failed', 'expired', 'cancelled', 'rejected'])(
+    'are refused once the command is %s',
+    async (state) => {
+      const ref = await put('root', `value-after-${state}`);
+      await command({ state, payload: { ref } });
+      await computeErrorOf(fetchAs('node_agent', ref), 'NOT_FOUND');
+    },
+  );
 
   it('are refused once the command is past not_after under the clock', async () => {
     const ref = await put('root', 'value-until-deadline');

@@ -124,7 +124,13 @@ export async function insertNode(
   await db.query(
     `INSERT INTO nodes (id, tenant_id, site_id, kind, provision_state, created_at, updated_at)
      VALUES ($1, $2, $3, $4, 'available', $5, $5)`,
-    [input.id, input.tenantId ?? 'root', input.siteId === undefined ? 'site_root' : input.siteId, input.kind ?? 'machine', now],
+    [
+      input.id,
+      input.tenantId ?? 'root',
+      input.siteId === undefined ? 'site_root' : input.siteId,
+      input.kind ?? 'machine',
+      now,
+    ],
   );
   return input.id;
 }

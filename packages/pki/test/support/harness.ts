@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { type Pki, type PkiOptions, pki } from '../../src';
-import { type FakeClock, fakeClock, migrateAndSeed, type RecordingLogger, recordingLogger, type Scratch } from './database';
+import {
+  type FakeClock,
+  fakeClock,
+  migrateAndSeed,
+  type RecordingLogger,
+  recordingLogger,
+  type Scratch,
+} from './database';
 
 /** One test file's database, fake clock, recording logger and pki, plus the plaintexts it must never store. */
 export interface Harness {
@@ -24,7 +31,10 @@ export async function createHarness(scratch: Scratch, options: Partial<PkiOption
 }
 
 /** Issues a join token through the harness and remembers its plaintext (whole and secret part). */
-export async function issueTracked(h: Harness, input: Parameters<Pki['issueJoinToken']>[1]): Promise<{ id: string; token: string }> {
+export async function issueTracked(
+  h: Harness,
+  input: Parameters<Pki['issueJoinToken']>[1],
+): Promise<{ id: string; token: string }> {
   const issued = await h.scratch.db.transaction((tx) => h.pki.issueJoinToken(tx, input));
   h.plaintexts.push(issued.token, issued.token.split('.')[1] ?? issued.token);
   return issued;

@@ -1,0 +1,52 @@
+import { isComputeError } from '@better-compute/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateSigningKeyPair } from '../../src';
+import { scratchPostgres, TEST_DATABASE_URL } from '../support/database';
+import { createHarness, type Harness, issueTracked } from '../support/harness';
+
+const JOINS = 100;
+const HANDLES = 20; // 20 pools of 2 connections: 40 real connections racing, within the server's limit
+
+describe.runIf(TEST_DATABASE_URL)('postgres: concurrent joins', () => {
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await createHarness(await scratchPostgres());
+  });
+  afterAll(() => h?.scratch.drop());
+
+  it('a single-use token gives exactly one success among 100 concurrent joins on separate connections', async () => {
+    const { id, token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 600,
+      maxUses: 1,
+    });
+    const handles = Array.from({ length: HANDLES }, () => h.scratch.connect(2));
+    const key = generateSigningKeyPair('ed25519').publicJwk;
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: JOINS }, (_, i) => {
+        const db = handles[i % HANDLES];
+        if (!db) throw new Error('no handle');
+        return db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key }));
+      }),
+    );
+    const successes = outcomes.filter((o) => o.status === 'fulfilled');
+    const refusals = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason] : []));
+    expect(successes).toHaveLength(1);
+    expect(refusals).toHaveLength(JOINS - 1);
+    for (const refusal of refusals) {
+      expect(isComputeError(refusal, 'UNAUTHENTICATED')).toBe(true);
+      expect((refusal as { details: { reason: string } }).details.reason).toBe('token-exhausted');
+    }
+    const { rows } = await h.scratch.db.query<{ uses: number }>('SELECT uses FROM pki_join_tokens WHERE id = $1', [id]);
+    expect(rows[0]?.uses).toBe(1);
+    const nodes = await h.scratch.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM nodes WHERE kind = 'machine'",
+    );
+    expect(nodes.rows[0]?.n).toBe(1);
+    const certificates = await h.scratch.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pki_certificates');
+    expect(certificates.rows[0]?.n).toBe(1);
+  });
+});

@@ -257,7 +257,7 @@ export async function renewAgentCertificate(
   input: { certificatePem: string; publicKey?: unknown },
   deps: IssueDeps,
 ): Promise<IssuedCertificate> {
-  const current = await verifyAgentCertificate(tx, input.certificatePem, deps);
+  const current = await verifyAgentCertificate(tx, input?.certificatePem, deps);
   const publicKey = input.publicKey ?? parseCertificatePem(input.certificatePem).publicKey.toString('pem');
   const { serial: _serial, expiresAt: _expiresAt, ...identity } = current;
   return issueAgentCertificate(tx, identity, publicKey, deps);

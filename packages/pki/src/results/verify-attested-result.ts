@@ -43,6 +43,8 @@ export async function verifyAttestedResult(
   input: VerifyAttestedResultInput,
   deps: { clock: Clock },
 ): Promise<{ certificateSerial: string }> {
+  if (typeof input !== 'object' || input === null)
+    refuse('attestation-malformed', 'expected { nodeId, result, attested }', []);
   const attested = input.attested as Partial<AttestedResult> | null;
   if (typeof attested !== 'object' || attested === null) refuse('attestation-malformed', 'the result is not attested');
   if (attested.alg !== 'ed25519' && attested.alg !== 'es256') {

@@ -26,7 +26,10 @@ const wipe: CommandKindDefinition = { name: 'deploy.wipe', payload: {} as never,
 const reboot: CommandKindDefinition = { name: 'node.reboot', payload: {} as never, destructive: true };
 const status: CommandKindDefinition = { name: 'node.status', payload: {} as never };
 
-function cmd(kind: CommandKindDefinition, extra: Partial<NewCommand & { tenantId: string }> = {}): NewCommand & { tenantId: string } {
+function cmd(
+  kind: CommandKindDefinition,
+  extra: Partial<NewCommand & { tenantId: string }> = {},
+): NewCommand & { tenantId: string } {
   return {
     tenantId: 'root',
     nodeId: 'node_a',

@@ -1,1 +1,8 @@
-export {};
+export {
+  DURATION_PATTERN,
+  type Duration,
+  formatDuration,
+  isDuration,
+  MAX_DURATION_MS,
+  parseDuration,
+} from './duration';

@@ -1,1 +1,3 @@
+export { assertJson, checkJson, isJson, type JsonErrorCode, type JsonIssue, MAX_JSON_DEPTH } from './check-json';
+export { type DeepReadonly, deepFreeze } from './deep-freeze';
 export type { Json } from './types';

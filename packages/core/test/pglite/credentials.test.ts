@@ -1,0 +1,4 @@
+import { defineCredentialsConformance } from '../conformance/credentials';
+import { scratchPglite } from '../support/databases';
+
+defineCredentialsConformance(scratchPglite);

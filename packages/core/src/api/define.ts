@@ -1,6 +1,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ComputeError, type ErrorPath } from '../errors';
 import type { ModuleContext } from '../kernel/module';
+import { isStandardSchema } from '../manifest/validate-input';
 import { isApiPermission } from './permissions';
 import type { ApiCallContext, ApiGroup, ApiMethod, ApiPermission, ResourceRef } from './types';
 
@@ -26,8 +27,7 @@ function invalid(message: string, path: ErrorPath): ComputeError {
 function assertApiMethod(value: unknown, path: ErrorPath): asserts value is ApiMethod {
   if (typeof value !== 'object' || value === null) throw invalid('an API method must be an object', path);
   const method = value as Record<string, unknown>;
-  const schema = method.input as { '~standard'?: { validate?: unknown } } | undefined;
-  if (typeof schema?.['~standard']?.validate !== 'function') {
+  if (!isStandardSchema(method.input)) {
     throw invalid('input must be a valibot schema or another Standard Schema', [...path, 'input']);
   }
   if (!isApiPermission(method.permission)) {

@@ -1,11 +1,11 @@
 import { ComputeError, isComputeError, toComputeError } from '../errors';
 import type { ModuleContext } from '../kernel/module';
+import { validateInput } from '../manifest/validate-input';
 import type { SqlExecutor } from '../sql/executor';
 import { authorize } from './authorize';
 import { authenticate } from './credentials';
 import { listApiMethods } from './define';
 import type { ApiClient, ApiGroup, ApiMethod } from './types';
-import { validateInput } from './validate-input';
 
 /** What `createApi` takes. */
 export interface CreateApiOptions<G extends Readonly<Record<string, ApiGroup>>> {

@@ -22,4 +22,3 @@ export type {
   Principal,
   ResourceRef,
 } from './types';
-export { validateInput } from './validate-input';

@@ -19,7 +19,12 @@ import type { ScratchDatabase } from '../support/databases';
 /** A clock a test moves by hand. */
 export function manualClock(start = '2026-03-01T00:00:00Z'): Clock & { advance(ms: number): void } {
   let now = new Date(start).getTime();
-  return { now: () => new Date(now), advance: (ms) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms) => {
+      now += ms;
+    },
+  };
 }
 
 /** Applies the kernel migrations to a scratch database (once). */
@@ -107,7 +112,12 @@ export function defineCredentialsConformance(create: () => Promise<ScratchDataba
     });
 
     it('refuses unknown, malformed, revoked and expired tokens with one indistinguishable error', async () => {
-      const live = await createCredential(scratch.db, { tenantId: 'acme', name: 'a', permissions: ['compute:*'], clock });
+      const live = await createCredential(scratch.db, {
+        tenantId: 'acme',
+        name: 'a',
+        permissions: ['compute:*'],
+        clock,
+      });
       const revoked = await createCredential(scratch.db, {
         tenantId: 'acme',
         name: 'b',
@@ -139,7 +149,12 @@ export function defineCredentialsConformance(create: () => Promise<ScratchDataba
     });
 
     it('keeps the first revocation time and refuses an unknown id as NOT_FOUND', async () => {
-      const { id } = await createCredential(scratch.db, { tenantId: 'acme', name: 'a', permissions: ['compute:*'], clock });
+      const { id } = await createCredential(scratch.db, {
+        tenantId: 'acme',
+        name: 'a',
+        permissions: ['compute:*'],
+        clock,
+      });
       const first = await revokeCredential(scratch.db, id, clock);
       clock.advance(1_000);
       const second = await revokeCredential(scratch.db, id, clock);

@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import {
   type ApiCallContext,
   createApi,
@@ -126,6 +126,24 @@ describe('createApi', () => {
     const nodeId = await insertNode(scratch.db, 'acme', clock);
     const result = await dispatcher().api.workflows.get(acme, { tenantId: 'acme', nodeId, workflowId: 'wf_1' });
     expect(result).toEqual({ workflowId: 'wf_1', caller: 'acme', node: nodeId });
+  });
+
+  it('types each method from its schema and handler', () => {
+    const { api } = dispatcher();
+    expectTypeOf(api.workflows.abort).parameter(1).toEqualTypeOf<{
+      tenantId: string;
+      nodeId: string;
+      workflowId: string;
+      reason?: string | undefined;
+    }>();
+    expectTypeOf(api.workflows.get).returns.resolves.toEqualTypeOf<{
+      workflowId: string;
+      caller: string;
+      node: string | undefined;
+    }>();
+    expectTypeOf(api.settings.tidy).returns.resolves.toEqualTypeOf<number>();
+    expect(Object.keys(api).sort()).toEqual(['settings', 'workflows']);
+    expect(Object.keys(api.workflows).sort()).toEqual(['abort', 'busy', 'crash', 'get']);
   });
 
   it('lets a root credential act on a node of any tenant', async () => {

@@ -1,9 +1,23 @@
 import { ComputeError, type ErrorPath } from '../errors';
 
-/** A duration as written in definitions: `'30s'`, `'10m'`, `'1h30m'`, … or a number of milliseconds. */
+/**
+ * A duration as written in definitions: `'30s'`, `'10m'`, `'1h30m'`, … or a number of milliseconds.
+ *
+ * @example
+ * ```ts
+ * const timeout: Duration = '10m';
+ * ```
+ */
 export type Duration = string | number;
 
-/** The longest duration accepted: 30 days, in milliseconds. */
+/**
+ * The longest duration accepted: 30 days, in milliseconds.
+ *
+ * @example
+ * ```ts
+ * parseDuration('30d') === MAX_DURATION_MS; // true
+ * ```
+ */
 export const MAX_DURATION_MS = 30 * 24 * 60 * 60 * 1000;
 
 const UNIT_MS = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000, ms: 1 } as const;
@@ -13,6 +27,12 @@ const UNITS_LARGEST_FIRST = ['d', 'h', 'm', 's', 'ms'] as const satisfies readon
 /**
  * The string form of a duration: one or more `<digits><unit>` parts, units `d`, `h`, `m`, `s`, `ms`, each at most
  * once and largest first, with no spaces (`'1h30m'`, `'2d'`, `'500ms'`).
+ *
+ * @example
+ * ```ts
+ * DURATION_PATTERN.test('1h30m'); // true
+ * DURATION_PATTERN.test('30m1h'); // false
+ * ```
  */
 export const DURATION_PATTERN = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$/;
 

@@ -1,7 +1,14 @@
 import { ComputeError, type ErrorPath } from '../errors';
 import type { Json } from './types';
 
-/** How deeply arrays and objects may nest in a JSON value; deeper input is refused instead of recursing on. */
+/**
+ * How deeply arrays and objects may nest in a JSON value; deeper input is refused instead of recursing on.
+ *
+ * @example
+ * ```ts
+ * checkJson(JSON.parse('['.repeat(65) + ']'.repeat(65)))?.message; // 'nested deeper than 64 levels'
+ * ```
+ */
 export const MAX_JSON_DEPTH = 64;
 
 /** The codes a JSON check may throw: definitions default to INVALID_CONFIG, API input uses INVALID_INPUT. */

@@ -1,18 +1,44 @@
 import { ComputeError, type ErrorPath } from '../errors';
 
-/** Node labels: a flat map of label key to string value, e.g. `{ 'gpu.model': 'H100', nvswitch: 'true' }`. */
+/**
+ * Node labels: a flat map of label key to string value.
+ *
+ * @example
+ * ```ts
+ * const labels: Labels = { 'gpu.model': 'H100', nvswitch: 'true' };
+ * ```
+ */
 export type Labels = Readonly<Record<string, string>>;
 
 /**
  * A label key: 1 to 63 characters of lower-case letters, digits, `.`, `_`, `/` and `-`, starting with a letter or a
  * digit (`gpu.model`, `nvswitch`, `mig.capable`, `acme.io/rack`).
+ *
+ * @example
+ * ```ts
+ * LABEL_KEY_PATTERN.test('gpu.model'); // true
+ * ```
  */
 export const LABEL_KEY_PATTERN = /^[a-z0-9][a-z0-9._/-]{0,62}$/;
 
-/** The longest label value, in UTF-16 code units. */
+/**
+ * The longest label value, in UTF-16 code units.
+ *
+ * @example
+ * ```ts
+ * labelValueProblem('x'.repeat(MAX_LABEL_VALUE_LENGTH)); // undefined
+ * ```
+ */
 export const MAX_LABEL_VALUE_LENGTH = 256;
 
-/** The most labels one map may hold. */
+/**
+ * The most labels one map may hold.
+ *
+ * @example
+ * ```ts
+ * Object.keys(labels).length <= MAX_LABELS;
+ * ```
+ */
 export const MAX_LABELS = 256;
 
 // C0 controls, DEL and C1 controls: invisible, and they break logs and terminals.

@@ -8,13 +8,27 @@ export type WhenTerm =
   | { readonly kind: 'equals'; readonly key: string; readonly value: string }
   | { readonly kind: 'notEquals'; readonly key: string; readonly value: string };
 
-/** A parsed `when` expression: its terms (joined by `&&`) and the text it came from. No terms means false. */
+/**
+ * A parsed `when` expression: its terms (joined by `&&`) and the text it came from. No terms means false.
+ *
+ * @example
+ * ```ts
+ * const when: WhenExpression = parseWhen('!mig.capable'); // { source: '!mig.capable', terms: [{ kind: 'absent', key: 'mig.capable' }] }
+ * ```
+ */
 export interface WhenExpression {
   readonly source: string;
   readonly terms: readonly WhenTerm[];
 }
 
-/** The longest `when` expression accepted, in characters. */
+/**
+ * The longest `when` expression accepted, in characters.
+ *
+ * @example
+ * ```ts
+ * parseWhen('a'.repeat(MAX_WHEN_LENGTH + 1)); // throws INVALID_CONFIG
+ * ```
+ */
 export const MAX_WHEN_LENGTH = 4096;
 
 const KEY_CHARACTER = /[a-z0-9._/-]/;
@@ -175,6 +189,7 @@ export function checkWhen(expression: string, path: ErrorPath = []): void {
 }
 
 function labelIs(labels: Labels, key: string): string | undefined {
+  if (typeof labels !== 'object' || labels === null) return undefined;
   // Own properties only: a label named `constructor` must not find Object.prototype.constructor.
   if (!Object.hasOwn(labels, key)) return undefined;
   const value: unknown = labels[key];

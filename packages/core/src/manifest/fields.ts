@@ -27,7 +27,14 @@ export interface ArrayFieldOptions {
   maxItems?: number;
 }
 
-/** The shape of a secret reference: `sec_` and a 26-character lower-case ULID. */
+/**
+ * The shape of a secret reference: `sec_` and a 26-character lower-case ULID.
+ *
+ * @example
+ * ```ts
+ * SECRET_REF_PATTERN.test(await ctx.secrets!.put('root', value)); // true
+ * ```
+ */
 export const SECRET_REF_PATTERN = /^sec_[0-9a-hjkmnp-tv-z]{26}$/;
 
 function refuse(message: string, option: string): never {

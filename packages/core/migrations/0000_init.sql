@@ -90,7 +90,8 @@ CREATE TABLE "shard_leases" (
 	"shard" integer PRIMARY KEY NOT NULL,
 	"worker_id" text,
 	"epoch" bigint DEFAULT 0 NOT NULL,
-	"expires_at" timestamp with time zone NOT NULL
+	"expires_at" timestamp with time zone NOT NULL,
+	"acquired_at" timestamp with time zone
 );
 --> statement-breakpoint
 CREATE TABLE "work_items" (
@@ -99,9 +100,11 @@ CREATE TABLE "work_items" (
 	"shard" integer NOT NULL,
 	"not_before" timestamp with time zone NOT NULL,
 	"seq" bigint DEFAULT 0 NOT NULL,
+	"enqueued_not_before" timestamp with time zone,
 	"attempts" integer DEFAULT 0 NOT NULL,
 	"last_error" text,
 	"claimed_by" text,
+	"claimed_at" timestamp with time zone,
 	"created_at" timestamp with time zone NOT NULL,
 	"updated_at" timestamp with time zone NOT NULL,
 	CONSTRAINT "work_items_kind_key_pk" PRIMARY KEY("kind","key")
@@ -129,4 +132,5 @@ CREATE INDEX "events_tenant_cursor_idx" ON "events" USING btree ("tenant_id","tx
 CREATE INDEX "nodes_tenant_idx" ON "nodes" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "nodes_site_idx" ON "nodes" USING btree ("site_id","kind");--> statement-breakpoint
 CREATE INDEX "sites_tenant_idx" ON "sites" USING btree ("tenant_id");--> statement-breakpoint
-CREATE INDEX "work_items_due_idx" ON "work_items" USING btree ("shard","not_before");
+CREATE INDEX "work_items_due_idx" ON "work_items" USING btree ("shard","not_before");--> statement-breakpoint
+CREATE INDEX "work_items_not_before_idx" ON "work_items" USING btree ("not_before");

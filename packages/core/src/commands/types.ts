@@ -49,8 +49,12 @@ export interface Command {
   result?: Uint8Array;
   attested?: Json;
   reason?: string;
+  /** The work item queued in the transaction that settles the command. */
+  wake?: { kind: string; key: string };
   createdAt: Date;
   updatedAt: Date;
+  dispatchedAt?: Date;
+  finishedAt?: Date;
 }
 
 /** What enqueueing a command takes. `wake` is a work item queued in the transaction that settles the command. */
@@ -89,3 +93,71 @@ export type CommandPolicy = (
   command: NewCommand & { tenantId: string },
   kind: CommandKindDefinition,
 ) => Promise<void>;
+
+/** A command kind together with the module that registered it. */
+export interface CommandKindEntry {
+  readonly moduleId: string;
+  readonly definition: CommandKindDefinition;
+}
+
+/**
+ * Every command kind the installed modules registered, by name.
+ *
+ * @example
+ * ```ts
+ * const kinds = createCommandKindRegistry([{ moduleId: 'metal', definition: kexec }]);
+ * kinds.get('boot.kexec')?.moduleId; // 'metal'
+ * ```
+ */
+export interface CommandKindRegistry {
+  get(name: string): CommandKindEntry | undefined;
+  has(name: string): boolean;
+  list(): readonly CommandKindEntry[];
+}
+
+/** What an agent asks for when it polls: its own node id and how many commands at most (1–100, default 10). */
+export interface PollCommandsInput {
+  nodeId: string;
+  limit?: number;
+}
+
+/** An agent acting on one of its own commands. */
+export interface AgentCommandRef {
+  nodeId: string;
+  commandId: string;
+}
+
+/** An agent reporting success: the raw result bytes and, when the result decides a transition, a node-signed claim. */
+export interface CompleteCommandInput extends AgentCommandRef {
+  result?: Uint8Array;
+  attested?: Json;
+}
+
+/** An agent reporting failure or refusal, with its reason. */
+export interface SettleWithReasonInput extends AgentCommandRef {
+  reason: string;
+}
+
+/**
+ * The kernel's command queue: the {@link CommandQueue} port modules see, plus the agent-side functions the agent API
+ * calls. Every function that settles a command (succeeded, failed, rejected, expired, cancelled) enqueues the command's
+ * `wake` work item in the same transaction.
+ *
+ * @example
+ * ```ts
+ * const queue = createCommandQueue({ kinds, clock, work });
+ * const [command] = await queue.pollCommands(tx, { nodeId, limit: 10 });
+ * await queue.ackCommand(tx, { nodeId, commandId: command.id });
+ * ```
+ */
+export interface KernelCommandQueue extends CommandQueue {
+  /** Pending and dispatched commands of the node not past `notAfter`; pending ones become dispatched (at-least-once). */
+  pollCommands(tx: SqlExecutor, input: PollCommandsInput): Promise<Command[]>;
+  ackCommand(tx: SqlExecutor, input: AgentCommandRef): Promise<Command>;
+  startCommand(tx: SqlExecutor, input: AgentCommandRef): Promise<Command>;
+  completeCommand(tx: SqlExecutor, input: CompleteCommandInput): Promise<Command>;
+  failCommand(tx: SqlExecutor, input: SettleWithReasonInput): Promise<Command>;
+  rejectCommand(tx: SqlExecutor, input: SettleWithReasonInput): Promise<Command>;
+  /** Expires every open command past its `notAfter` at `now`; returns the ones it expired. */
+  expireDueCommands(tx: SqlExecutor, now: Date): Promise<Command[]>;
+}

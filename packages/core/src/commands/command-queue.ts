@@ -1,0 +1,251 @@
+import type { Clock } from '../clock';
+import { ComputeError } from '../errors';
+import { newId } from '../ids';
+import { assertJson } from '../json';
+import type { Json } from '../json/types';
+import { validateInput } from '../manifest';
+import type { SqlExecutor } from '../sql/executor';
+import type { WorkQueue } from '../work/types';
+import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
+import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
+import { assertCommandTransition, isTerminalCommandState, OPEN_COMMAND_STATES } from './state-machine';
+import type {
+  AgentCommandRef,
+  Command,
+  CommandKindRegistry,
+  CommandPolicy,
+  CommandState,
+  KernelCommandQueue,
+  NewCommand,
+} from './types';
+
+/** What {@link createCommandQueue} takes. */
+export interface CommandQueueOptions {
+  kinds: CommandKindRegistry;
+  clock: Clock;
+  /** Where settling a command queues its `wake` work item, in the same transaction. */
+  work: WorkQueue;
+  /** Hooks every new command passes through before it is stored (the destructive-batch quorum is one). */
+  policies?: readonly CommandPolicy[];
+}
+
+/** The default and the largest number of commands one poll returns. */
+export const DEFAULT_POLL_LIMIT = 10;
+export const MAX_POLL_LIMIT = 100;
+
+const OPEN_SQL = `(${OPEN_COMMAND_STATES.map((s) => `'${s}'`).join(', ')})`;
+
+interface Change {
+  reason?: string;
+  result?: Uint8Array;
+  attested?: Json;
+}
+
+function notFound(commandId: string): ComputeError {
+  return new ComputeError('NOT_FOUND', `command ${commandId} not found`, { details: { path: ['commandId'] } });
+}
+
+/** Moves one command to `to` under a row lock; queues its wake when it settles. An owner other than its node is NOT_FOUND. */
+async function move(
+  tx: SqlExecutor,
+  work: WorkQueue,
+  commandId: string,
+  to: CommandState,
+  now: Date,
+  change: Change = {},
+  owner?: string,
+): Promise<Command> {
+  requireText(commandId, ['commandId']);
+  return tx.transaction(async (inner) => {
+    const current = await selectCommand(inner, commandId, true);
+    if (!current || (owner !== undefined && current.nodeId !== owner)) throw notFound(commandId);
+    if (current.state === to && isTerminalCommandState(to)) return current;
+    assertCommandTransition(current.state, to, commandId);
+    const terminal = isTerminalCommandState(to);
+    const { rows } = await inner.query<CommandRow>(
+      `UPDATE commands SET state = $2, updated_at = $3,
+         dispatched_at = CASE WHEN $2 = 'dispatched' THEN $3 ELSE dispatched_at END,
+         finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
+         reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
+       WHERE id = $1 RETURNING *`,
+      [
+        commandId,
+        to,
+        now,
+        terminal,
+        change.reason ?? null,
+        change.result ? bytesParam(change.result) : null,
+        change.attested === undefined ? null : JSON.stringify(change.attested),
+      ],
+    );
+    const row = rows[0];
+    if (!row) throw notFound(commandId);
+    const moved = toCommand(row);
+    if (terminal && moved.wake) await work.enqueue(inner, { kind: moved.wake.kind, key: moved.wake.key });
+    return moved;
+  });
+}
+
+async function expireAll(tx: SqlExecutor, work: WorkQueue, rows: CommandRow[], now: Date): Promise<Command[]> {
+  const expired: Command[] = [];
+  for (const row of rows) expired.push(await move(tx, work, row.id, 'expired', now, { reason: 'notAfter passed' }));
+  return expired;
+}
+
+/**
+ * Expires every open command (of any node) past its `notAfter` at `now`, at most 1,000 per call, skipping rows another
+ * transaction holds, and queues each one's wake through `work`. The kernel's sweep runs it; returns what it expired.
+ *
+ * @example
+ * ```ts
+ * await db.transaction((tx) => expireDueCommands(tx, clock.now(), ctx.work));
+ * ```
+ */
+export async function expireDueCommands(tx: SqlExecutor, now: Date, work: WorkQueue): Promise<Command[]> {
+  if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
+    throw new ComputeError('INVALID_INPUT', 'now must be a valid Date', { details: { path: ['now'] } });
+  }
+  return tx.transaction(async (inner) => {
+    const due = await inner.query<CommandRow>(
+      `SELECT * FROM commands WHERE state IN ${OPEN_SQL} AND not_after < $1 ORDER BY not_after, id LIMIT 1000
+       FOR UPDATE SKIP LOCKED`,
+      [now],
+    );
+    return expireAll(inner, work, due.rows, now);
+  });
+}
+
+/**
+ * The kernel's command queue over the `commands` table: find-before-create enqueue, the state machine, the agent-side
+ * functions, and the `wake` work item queued with every settle.
+ *
+ * @example
+ * ```ts
+ * const commands = createCommandQueue({ kinds, clock: systemClock, work });
+ * await db.transaction((tx) => commands.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key: 'wf:1:reboot', notAfter }));
+ * ```
+ */
+export function createCommandQueue(options: CommandQueueOptions): KernelCommandQueue {
+  const { kinds, clock, work } = options;
+  const policies = [...(options.policies ?? [])];
+
+  async function findByKey(sql: SqlExecutor, nodeId: string, key: string): Promise<Command | undefined> {
+    const { rows } = await sql.query<CommandRow>('SELECT * FROM commands WHERE node_id = $1 AND key = $2', [
+      nodeId,
+      key,
+    ]);
+    return rows[0] ? toCommand(rows[0]) : undefined;
+  }
+
+  async function enqueue(tx: SqlExecutor, input: NewCommand): Promise<Command> {
+    checkNewCommand(input, clock);
+    const kind = kinds.get(input.kind);
+    if (!kind) {
+      throw new ComputeError('INVALID_CONFIG', `unknown command kind ${input.kind}`, {
+        details: { path: ['kind'], kind: input.kind },
+      });
+    }
+    const payload = await validateInput(kind.definition.payload, input.payload, ['payload']);
+    assertJson(payload, ['payload'], 'INVALID_INPUT');
+    return tx.transaction(async (inner) => {
+      const node = await inner.query<{ tenant_id: string }>('SELECT tenant_id FROM nodes WHERE id = $1', [
+        input.nodeId,
+      ]);
+      const tenantId = node.rows[0]?.tenant_id;
+      if (tenantId === undefined) {
+        throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
+      }
+      const existing = await findByKey(inner, input.nodeId, input.key);
+      if (existing) return existing;
+      const command: NewCommand & { tenantId: string } = { ...input, payload, tenantId };
+      for (const policy of policies) await policy(inner, command, kind.definition);
+      const now = clock.now();
+      const { rows } = await inner.query<CommandRow>(
+        `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id, workflow_id,
+           step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $14, $14)
+         ON CONFLICT (node_id, key) DO NOTHING RETURNING *`,
+        [
+          newId('cmd'),
+          tenantId,
+          input.nodeId,
+          input.kind,
+          JSON.stringify(payload),
+          input.key,
+          input.notAfter,
+          input.batchId ?? null,
+          input.workflowId ?? null,
+          input.stepId ?? null,
+          input.targetNodeId ?? null,
+          input.wake?.kind ?? null,
+          input.wake?.key ?? null,
+          now,
+        ],
+      );
+      if (rows[0]) return toCommand(rows[0]);
+      // Another transaction created it between our lookup and our insert.
+      const raced = await findByKey(inner, input.nodeId, input.key);
+      if (!raced) throw new ComputeError('INTERNAL', 'command vanished while enqueueing');
+      return raced;
+    });
+  }
+
+  function agentMove(tx: SqlExecutor, ref: AgentCommandRef, to: CommandState, change: Change = {}) {
+    const nodeId = requireText(ref?.nodeId, ['nodeId']);
+    return move(tx, work, ref.commandId, to, clock.now(), change, nodeId);
+  }
+
+  function reasonOf(reason: unknown): string {
+    return requireText(reason, ['reason'], MAX_COMMAND_REASON_LENGTH);
+  }
+
+  return {
+    enqueue,
+    findByKey,
+    get: (sql, id) => selectCommand(sql, id),
+    cancel: (tx, id, reason) => move(tx, work, id, 'cancelled', clock.now(), { reason: reasonOf(reason) }),
+
+    async pollCommands(tx, input) {
+      const nodeId = requireText(input?.nodeId, ['nodeId']);
+      const limit = input.limit ?? DEFAULT_POLL_LIMIT;
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_POLL_LIMIT) {
+        throw new ComputeError('INVALID_INPUT', `limit must be an integer from 1 to ${MAX_POLL_LIMIT}`, {
+          details: { path: ['limit'] },
+        });
+      }
+      const now = clock.now();
+      return tx.transaction(async (inner) => {
+        const due = await inner.query<CommandRow>(
+          `SELECT * FROM commands WHERE node_id = $1 AND state IN ${OPEN_SQL} AND not_after < $2 ORDER BY id FOR UPDATE`,
+          [nodeId, now],
+        );
+        await expireAll(inner, work, due.rows, now);
+        const live = await inner.query<CommandRow>(
+          `SELECT * FROM commands WHERE node_id = $1 AND state IN ('pending', 'dispatched') AND not_after >= $2
+           ORDER BY created_at, id LIMIT $3 FOR UPDATE`,
+          [nodeId, now, limit],
+        );
+        const polled: Command[] = [];
+        for (const row of live.rows) {
+          polled.push(
+            row.state === 'pending' ? await move(inner, work, row.id, 'dispatched', now, {}, nodeId) : toCommand(row),
+          );
+        }
+        return polled;
+      });
+    },
+
+    ackCommand: (tx, input) => agentMove(tx, input, 'acked'),
+    startCommand: (tx, input) => agentMove(tx, input, 'running'),
+    completeCommand(tx, input) {
+      if (input?.result !== undefined && !(input.result instanceof Uint8Array)) {
+        throw new ComputeError('INVALID_INPUT', 'result must be bytes', { details: { path: ['result'] } });
+      }
+      if (input?.attested !== undefined) assertJson(input.attested, ['attested'], 'INVALID_INPUT');
+      return agentMove(tx, input, 'succeeded', { result: input.result, attested: input.attested });
+    },
+    failCommand: (tx, input) => agentMove(tx, input, 'failed', { reason: reasonOf(input?.reason) }),
+    rejectCommand: (tx, input) => agentMove(tx, input, 'rejected', { reason: reasonOf(input?.reason) }),
+    expireDueCommands: (tx, now) => expireDueCommands(tx, now, work),
+  };
+}

@@ -1,0 +1,73 @@
+import type { Json } from '../json/types';
+import type { SqlExecutor } from '../sql/executor';
+import type { Command, CommandState } from './types';
+
+/** A `commands` row as the database returns it. */
+export interface CommandRow {
+  id: string;
+  tenant_id: string;
+  node_id: string;
+  kind: string;
+  payload: Json;
+  key: string;
+  state: CommandState;
+  not_after: Date;
+  batch_id: string | null;
+  workflow_id: string | null;
+  step_id: string | null;
+  target_node_id: string | null;
+  wake_kind: string | null;
+  wake_key: string | null;
+  result: Uint8Array | null;
+  attested: Json | null;
+  reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+  dispatched_at: Date | null;
+  finished_at: Date | null;
+}
+
+/** Bytes as a plain Uint8Array: postgres.js hands back Buffers, PGlite Uint8Arrays. */
+export function toPlainBytes(bytes: Uint8Array): Uint8Array {
+  return Uint8Array.from(bytes);
+}
+
+/** Bytes as a query parameter both backends send as bytea. */
+export function bytesParam(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** A stored row as a {@link Command}, leaving absent optional fields out. */
+export function toCommand(row: CommandRow): Command {
+  const command: Command = {
+    id: row.id,
+    tenantId: row.tenant_id,
+    nodeId: row.node_id,
+    kind: row.kind,
+    payload: row.payload,
+    key: row.key,
+    state: row.state,
+    notAfter: row.not_after,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+  if (row.batch_id !== null) command.batchId = row.batch_id;
+  if (row.workflow_id !== null) command.workflowId = row.workflow_id;
+  if (row.step_id !== null) command.stepId = row.step_id;
+  if (row.target_node_id !== null) command.targetNodeId = row.target_node_id;
+  if (row.wake_kind !== null && row.wake_key !== null) command.wake = { kind: row.wake_kind, key: row.wake_key };
+  if (row.result !== null) command.result = toPlainBytes(row.result);
+  if (row.attested !== null) command.attested = row.attested;
+  if (row.reason !== null) command.reason = row.reason;
+  if (row.dispatched_at !== null) command.dispatchedAt = row.dispatched_at;
+  if (row.finished_at !== null) command.finishedAt = row.finished_at;
+  return command;
+}
+
+/** Reads one command by id, optionally locking its row for the rest of the transaction. */
+export async function selectCommand(sql: SqlExecutor, id: string, lock = false): Promise<Command | undefined> {
+  const { rows } = await sql.query<CommandRow>(`SELECT * FROM commands WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [
+    id,
+  ]);
+  return rows[0] ? toCommand(rows[0]) : undefined;
+}

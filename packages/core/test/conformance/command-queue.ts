@@ -1,0 +1,414 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Clock } from '../../src/clock';
+import {
+  type CommandKindDefinition,
+  type CommandPolicy,
+  createCommandKindRegistry,
+  createCommandQueue,
+  type KernelCommandQueue,
+} from '../../src/commands';
+import { ComputeError } from '../../src/errors';
+import { newId } from '../../src/ids';
+import { field, manifest } from '../../src/manifest';
+import { applyMigrations, readMigrationFolder } from '../../src/migrations';
+import { coreMigrationsFolder } from '../../src/migrations-folder';
+import type { SqlExecutor } from '../../src/sql';
+import type { WorkQueue } from '../../src/work';
+import type { ScratchDatabase } from '../support/databases';
+
+/** A clock a test moves by hand. */
+export function manualClock(start = '2026-03-01T00:00:00Z'): Clock & { advance(ms: number): void } {
+  let t = new Date(start).getTime();
+  return {
+    now: () => new Date(t),
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+/** Applies the kernel migrations and creates the table the recording work queue writes to. */
+export async function prepareKernel(db: SqlExecutor, clock: Clock): Promise<void> {
+  await applyMigrations(db, [{ module: 'core', migrations: await readMigrationFolder(coreMigrationsFolder) }], clock);
+  await db.query('CREATE TABLE test_wakes (seq serial PRIMARY KEY, kind text NOT NULL, key text NOT NULL)');
+}
+
+/** Empties every table these suites touch and inserts the tenants `acme` and `globex`. */
+export async function resetKernel(db: SqlExecutor, clock: Clock): Promise<void> {
+  await db.query('TRUNCATE test_wakes, events, agent_sessions, commands, nodes, sites, tenants CASCADE');
+  for (const id of ['acme', 'globex']) {
+    await db.query('INSERT INTO tenants (id, name, created_at) VALUES ($1, $1, $2)', [id, clock.now()]);
+  }
+}
+
+/** Inserts a node row and returns its id. */
+export async function insertNode(
+  db: SqlExecutor,
+  clock: Clock,
+  tenantId: string,
+  options: { kind?: string; siteId?: string } = {},
+): Promise<string> {
+  const id = newId('node');
+  await db.query(
+    'INSERT INTO nodes (id, tenant_id, site_id, kind, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)',
+    [id, tenantId, options.siteId ?? null, options.kind ?? 'machine', clock.now()],
+  );
+  return id;
+}
+
+/** A WorkQueue that records wake-ups in a table, so they commit and roll back with the transaction. */
+export const recordingWork: WorkQueue = {
+  async enqueue(tx, request) {
+    await tx.query('INSERT INTO test_wakes (kind, key) VALUES ($1, $2)', [request.kind, request.key]);
+  },
+};
+
+async function wakes(db: SqlExecutor): Promise<string[]> {
+  const { rows } = await db.query<{ kind: string; key: string }>('SELECT kind, key FROM test_wakes ORDER BY seq');
+  return rows.map((r) => `${r.kind}/${r.key}`);
+}
+
+const reboot: CommandKindDefinition = { name: 'node.reboot', payload: manifest({}) };
+const kexec: CommandKindDefinition = {
+  name: 'boot.kexec',
+  payload: manifest({ kernel: field.string(), args: field.array(field.string()).default([]) }),
+  destructive: true,
+  selfTerminating: true,
+};
+
+/** The command queue contract, run once per backend. */
+export function defineCommandQueueConformance(create: () => Promise<ScratchDatabase>): void {
+  let scratch: ScratchDatabase;
+  let db: SqlExecutor;
+  const clock = manualClock();
+  const kinds = createCommandKindRegistry([
+    { moduleId: 'core', definition: reboot },
+    { moduleId: 'metal', definition: kexec },
+  ]);
+  let queue: KernelCommandQueue;
+  let nodeId: string;
+  let otherNodeId: string;
+  const hour = () => new Date(clock.now().getTime() + 3_600_000);
+  const enqueueReboot = (key = 'k1', wake = { kind: 'workflow', key: 'wf_1' }) =>
+    db.transaction((tx) =>
+      queue.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key, notAfter: hour(), wake }),
+    );
+  const toRunning = async (id: string) => {
+    await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+    await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }));
+    return db.transaction((tx) => queue.startCommand(tx, { nodeId, commandId: id }));
+  };
+
+  beforeAll(async () => {
+    scratch = await create();
+    db = scratch.db;
+    await prepareKernel(db, clock);
+    queue = createCommandQueue({ kinds, clock, work: recordingWork });
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+  });
+  beforeEach(async () => {
+    await resetKernel(db, clock);
+    nodeId = await insertNode(db, clock, 'acme');
+    otherNodeId = await insertNode(db, clock, 'globex');
+  });
+
+  describe('command kinds', () => {
+    it('refuses a kind two modules register, naming both', () => {
+      const twice = () =>
+        createCommandKindRegistry([
+          { moduleId: 'metal', definition: kexec },
+          { moduleId: 'talos', definition: kexec },
+        ]);
+      expect(twice).toThrow(/metal.*talos/);
+      expect(twice).toThrow(expect.objectContaining({ code: 'INVALID_CONFIG' }));
+    });
+
+    it('refuses a name that is not dotted lower-case, with the path of the entry', () => {
+      for (const name of ['reboot', 'Node.Reboot', 'node..reboot', '']) {
+        let caught: unknown;
+        try {
+          createCommandKindRegistry([
+            { moduleId: 'core', definition: reboot },
+            { moduleId: 'x', definition: { ...reboot, name } },
+          ]);
+        } catch (error) {
+          caught = error;
+        }
+        expect(caught).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['commandKinds', 1, 'name'] } });
+      }
+    });
+  });
+
+  describe('enqueue', () => {
+    it('stores a pending command with the tenant of its node and the validated payload', async () => {
+      const command = await db.transaction((tx) =>
+        queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: '/vmlinuz' }, key: 'k', notAfter: hour() }),
+      );
+      expect(command.id).toMatch(/^cmd_/);
+      expect(command).toMatchObject({
+        tenantId: 'acme',
+        nodeId,
+        state: 'pending',
+        payload: { kernel: '/vmlinuz', args: [] },
+      });
+      expect(await queue.get(db, command.id)).toEqual(command);
+      expect(await queue.findByKey(db, nodeId, 'k')).toEqual(command);
+    });
+
+    it('is find-before-create by (node, key): a second enqueue returns the first command unchanged', async () => {
+      const first = await enqueueReboot('same');
+      clock.advance(1000);
+      const second = await db.transaction((tx) =>
+        queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 'x' }, key: 'same', notAfter: hour() }),
+      );
+      expect(second).toEqual(first);
+      const { rows } = await db.query('SELECT id FROM commands');
+      expect(rows).toHaveLength(1);
+    });
+
+    it('refuses an unknown kind with INVALID_CONFIG', async () => {
+      await expect(
+        db.transaction((tx) =>
+          queue.enqueue(tx, { nodeId, kind: 'node.explode', payload: {}, key: 'k', notAfter: hour() }),
+        ),
+      ).rejects.toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['kind'] } });
+    });
+
+    it('refuses a payload that fails the kind schema, with a path under payload', async () => {
+      await expect(
+        db.transaction((tx) =>
+          queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 7 }, key: 'k', notAfter: hour() }),
+        ),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['payload', 'kernel'] } });
+    });
+
+    it('refuses an empty or overlong key and a notAfter that is not in the future', async () => {
+      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
+      for (const [change, path] of [
+        [{ key: '' }, ['key']],
+        [{ key: 'x'.repeat(513) }, ['key']],
+        [{ notAfter: clock.now() }, ['notAfter']],
+      ] as const) {
+        await expect(db.transaction((tx) => queue.enqueue(tx, { ...base, ...change }))).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path },
+        });
+      }
+      const longest = await db.transaction((tx) => queue.enqueue(tx, { ...base, key: 'x'.repeat(512) }));
+      expect(longest.key).toHaveLength(512);
+    });
+
+    it('refuses a node that does not exist with NOT_FOUND', async () => {
+      await expect(
+        db.transaction((tx) =>
+          queue.enqueue(tx, { nodeId: 'node_missing', kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() }),
+        ),
+      ).rejects.toMatchObject({ code: 'NOT_FOUND', details: { path: ['nodeId'] } });
+    });
+
+    it('runs policies with the tenant and the kind, only for a new key, and a refusing policy stores nothing', async () => {
+      const seen: string[] = [];
+      const policy: CommandPolicy = async (_tx, command, kind) => {
+        seen.push(`${command.tenantId}:${kind.name}:${command.key}`);
+        if (kind.destructive) throw new ComputeError('PERMISSION_DENIED', 'needs a batch');
+      };
+      const guarded = createCommandQueue({ kinds, clock, work: recordingWork, policies: [policy] });
+      await db.transaction((tx) =>
+        guarded.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key: 'a', notAfter: hour() }),
+      );
+      await db.transaction((tx) =>
+        guarded.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key: 'a', notAfter: hour() }),
+      );
+      await expect(
+        db.transaction((tx) =>
+          guarded.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 'k' }, key: 'b', notAfter: hour() }),
+        ),
+      ).rejects.toMatchObject({ code: 'PERMISSION_DENIED' });
+      expect(seen).toEqual(['acme:node.reboot:a', 'acme:boot.kexec:b']);
+      expect(await queue.findByKey(db, nodeId, 'b')).toBeUndefined();
+    });
+  });
+
+  describe('state machine', () => {
+    it('walks pending → dispatched → acked → running → succeeded', async () => {
+      const { id } = await enqueueReboot();
+      const [polled] = await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      expect(polled).toMatchObject({ id, state: 'dispatched' });
+      expect((await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }))).state).toBe('acked');
+      expect((await db.transaction((tx) => queue.startCommand(tx, { nodeId, commandId: id }))).state).toBe('running');
+      const done = await db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id }));
+      expect(done).toMatchObject({ state: 'succeeded' });
+      expect(done.finishedAt).toEqual(clock.now());
+    });
+
+    it('refuses transitions out of order with INVALID_STATE invalid-transition and the current state', async () => {
+      const { id } = await enqueueReboot();
+      await expect(db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }))).rejects.toMatchObject({
+        code: 'INVALID_STATE',
+        details: { reason: 'invalid-transition', state: 'pending' },
+      });
+      await expect(
+        db.transaction((tx) => queue.rejectCommand(tx, { nodeId, commandId: id, reason: 'no' })),
+      ).rejects.toMatchObject({
+        details: { reason: 'invalid-transition', state: 'pending' },
+      });
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      await expect(db.transaction((tx) => queue.startCommand(tx, { nodeId, commandId: id }))).rejects.toMatchObject({
+        details: { state: 'dispatched' },
+      });
+      await expect(db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id }))).rejects.toMatchObject({
+        details: { state: 'dispatched' },
+      });
+      await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }));
+      await expect(
+        db.transaction((tx) => queue.failCommand(tx, { nodeId, commandId: id, reason: 'x' })),
+      ).rejects.toMatchObject({
+        details: { state: 'acked' },
+      });
+      await db.transaction((tx) => queue.startCommand(tx, { nodeId, commandId: id }));
+      await expect(
+        db.transaction((tx) => queue.rejectCommand(tx, { nodeId, commandId: id, reason: 'x' })),
+      ).rejects.toMatchObject({
+        details: { state: 'running' },
+      });
+      expect((await queue.get(db, id))?.state).toBe('running');
+    });
+
+    it('lets the agent reject from dispatched and from acked, recording the reason', async () => {
+      const a = await enqueueReboot('a');
+      const b = await enqueueReboot('b');
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: b.id }));
+      const ra = await db.transaction((tx) => queue.rejectCommand(tx, { nodeId, commandId: a.id, reason: 'busy' }));
+      const rb = await db.transaction((tx) =>
+        queue.rejectCommand(tx, { nodeId, commandId: b.id, reason: 'unsupported' }),
+      );
+      expect([ra.state, ra.reason, rb.state, rb.reason]).toEqual(['rejected', 'busy', 'rejected', 'unsupported']);
+    });
+
+    it('fails a running command with its reason; a terminal command never changes', async () => {
+      const { id } = await enqueueReboot();
+      await toRunning(id);
+      const failed = await db.transaction((tx) =>
+        queue.failCommand(tx, { nodeId, commandId: id, reason: 'disk gone' }),
+      );
+      expect(failed).toMatchObject({ state: 'failed', reason: 'disk gone' });
+      await expect(db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id }))).rejects.toMatchObject({
+        code: 'INVALID_STATE',
+        details: { state: 'failed' },
+      });
+      await expect(db.transaction((tx) => queue.cancel(tx, id, 'late'))).rejects.toMatchObject({
+        details: { state: 'failed' },
+      });
+    });
+
+    it('treats a repeated completion as idempotent: same command back, one wake', async () => {
+      const { id } = await enqueueReboot();
+      await toRunning(id);
+      const first = await db.transaction((tx) =>
+        queue.completeCommand(tx, { nodeId, commandId: id, result: new Uint8Array([1]) }),
+      );
+      clock.advance(5000);
+      const again = await db.transaction((tx) =>
+        queue.completeCommand(tx, { nodeId, commandId: id, result: new Uint8Array([2]) }),
+      );
+      expect(again).toEqual(first);
+      expect(await wakes(db)).toEqual(['workflow/wf_1']);
+    });
+
+    it('round-trips result bytes and the attested claim', async () => {
+      const { id } = await enqueueReboot();
+      await toRunning(id);
+      const result = new Uint8Array([0, 255, 10, 13, 0x80]);
+      const attested = { signature: 'c2ln', wiped: ['nvme0n1'] };
+      await db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id, result, attested }));
+      const stored = await queue.get(db, id);
+      expect(stored?.result).toEqual(result);
+      expect(stored?.attested).toEqual(attested);
+    });
+
+    it('answers NOT_FOUND when another node acts on the command, and changes nothing', async () => {
+      const { id } = await enqueueReboot();
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      await expect(
+        db.transaction((tx) => queue.ackCommand(tx, { nodeId: otherNodeId, commandId: id })),
+      ).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+      });
+      expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId: otherNodeId }))).toEqual([]);
+      expect((await queue.get(db, id))?.state).toBe('dispatched');
+    });
+  });
+
+  describe('poll, expiry and cancel', () => {
+    it('polls at-least-once: dispatched commands come back until acked', async () => {
+      const { id } = await enqueueReboot();
+      const once = await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      const twice = await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      expect(once.map((c) => c.id)).toEqual([id]);
+      expect(twice.map((c) => [c.id, c.state])).toEqual([[id, 'dispatched']]);
+      await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }));
+      expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).toEqual([]);
+    });
+
+    it('respects the poll limit and refuses one out of range', async () => {
+      for (const key of ['a', 'b', 'c']) await enqueueReboot(key);
+      const two = await db.transaction((tx) => queue.pollCommands(tx, { nodeId, limit: 2 }));
+      expect(two.map((c) => c.key)).toEqual(['a', 'b']);
+      await expect(db.transaction((tx) => queue.pollCommands(tx, { nodeId, limit: 0 }))).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['limit'] },
+      });
+    });
+
+    it('expires a command past notAfter when polled, and wakes its waiter', async () => {
+      const { id } = await enqueueReboot();
+      clock.advance(3_600_000);
+      expect((await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).map((c) => c.id)).toEqual([id]);
+      clock.advance(1);
+      expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).toEqual([]);
+      expect(await queue.get(db, id)).toMatchObject({ state: 'expired' });
+      expect(await wakes(db)).toEqual(['workflow/wf_1']);
+    });
+
+    it('expireDueCommands expires open commands of every state past notAfter, and only those', async () => {
+      const running = await enqueueReboot('running');
+      await toRunning(running.id);
+      const pending = await enqueueReboot('pending', { kind: 'workflow', key: 'wf_2' });
+      clock.advance(1000);
+      const later = await enqueueReboot('later', { kind: 'workflow', key: 'wf_3' });
+      const at = new Date(clock.now().getTime() + 3_600_000 - 500);
+      const expired = await db.transaction((tx) => queue.expireDueCommands(tx, at));
+      expect(expired.map((c) => c.key).sort()).toEqual(['pending', 'running']);
+      expect((await queue.get(db, later.id))?.state).toBe('pending');
+      expect((await queue.get(db, pending.id))?.state).toBe('expired');
+      expect((await wakes(db)).sort()).toEqual(['workflow/wf_1', 'workflow/wf_2']);
+    });
+
+    it('cancels an open command with its reason; cancelling again is idempotent', async () => {
+      const { id } = await enqueueReboot();
+      await toRunning(id);
+      const cancelled = await db.transaction((tx) => queue.cancel(tx, id, 'workflow cancelled'));
+      expect(cancelled).toMatchObject({ state: 'cancelled', reason: 'workflow cancelled' });
+      expect(await db.transaction((tx) => queue.cancel(tx, id, 'again'))).toEqual(cancelled);
+      await expect(db.transaction((tx) => queue.cancel(tx, 'cmd_missing', 'x'))).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+      });
+      expect(await wakes(db)).toEqual(['workflow/wf_1']);
+    });
+
+    it('rolls the wake back with the transaction that settled the command', async () => {
+      const { id } = await enqueueReboot();
+      await expect(
+        db.transaction(async (tx) => {
+          await queue.cancel(tx, id, 'cancel');
+          throw new ComputeError('CONFLICT', 'abort');
+        }),
+      ).rejects.toMatchObject({ code: 'CONFLICT' });
+      expect(await wakes(db)).toEqual([]);
+      expect((await queue.get(db, id))?.state).toBe('pending');
+    });
+  });
+}

@@ -1,0 +1,77 @@
+import { ComputeError } from '../errors';
+import type { Json } from '../json/types';
+import type { SqlExecutor } from '../sql/executor';
+import { decodeEventCursor, encodeEventCursor, START_POSITION } from './cursor';
+import type { ComputeEvent } from './types';
+
+/** The default and the largest page of {@link readEvents}. */
+export const DEFAULT_EVENTS_LIMIT = 100;
+export const MAX_EVENTS_LIMIT = 1000;
+
+/** What {@link readEvents} takes: the tenant, the cursor of the last page (none to start at the beginning), a limit. */
+export interface ReadEventsInput {
+  tenantId: string;
+  after?: string;
+  limit?: number;
+}
+
+/** A page of events and the cursor to pass as `after` next time (the same cursor when the page is empty). */
+export interface EventsPage {
+  events: ComputeEvent[];
+  cursor: string;
+}
+
+interface EventRow {
+  seq: number;
+  tx_id: string;
+  id: string;
+  tenant_id: string;
+  subject: string;
+  type: string;
+  data: Json;
+  at: Date;
+}
+
+/**
+ * Reads a tenant's events in commit-safe order. Rows are ordered by `(tx_id, seq)` and only rows whose transaction id
+ * is below the oldest transaction still running are returned: a transaction that began earlier but commits later can
+ * therefore never land behind a cursor already handed out. A malformed `after` is INVALID_INPUT at `['after']`.
+ *
+ * @example
+ * ```ts
+ * let page = await readEvents(db, { tenantId: 'acme' });
+ * page = await readEvents(db, { tenantId: 'acme', after: page.cursor });
+ * ```
+ */
+export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Promise<EventsPage> {
+  if (typeof input?.tenantId !== 'string' || input.tenantId.length === 0) {
+    throw new ComputeError('INVALID_INPUT', 'tenantId must be a non-empty string', { details: { path: ['tenantId'] } });
+  }
+  const limit = input.limit ?? DEFAULT_EVENTS_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_EVENTS_LIMIT) {
+    throw new ComputeError('INVALID_INPUT', `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`, {
+      details: { path: ['limit'] },
+    });
+  }
+  const from = input.after === undefined ? START_POSITION : decodeEventCursor(input.after, ['after']);
+  const { rows } = await sql.query<EventRow>(
+    `SELECT seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM events
+     WHERE tenant_id = $1 AND (tx_id, seq) > ($2::xid8, $3::bigint)
+       AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY tx_id, seq LIMIT $4`,
+    [input.tenantId, from.txId, from.seq, limit],
+  );
+  const events = rows.map(
+    (row): ComputeEvent => ({
+      id: row.id,
+      tenantId: row.tenant_id,
+      subject: row.subject,
+      type: row.type,
+      data: row.data,
+      at: row.at,
+      cursor: encodeEventCursor({ txId: row.tx_id, seq: String(row.seq) }),
+    }),
+  );
+  const last = events.at(-1);
+  return { events, cursor: last ? last.cursor : encodeEventCursor(from) };
+}

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ComputeError } from '../../src/errors';
+import { type ComputeEvent, createEventBus, readEvents, subscribeEvents } from '../../src/events';
+import type { SqlExecutor } from '../../src/sql';
+import type { ScratchDatabase } from '../support/databases';
+import { manualClock, prepareKernel, resetKernel } from './command-queue';
+
+/** Waits until `check` passes, polling every 10 ms, for at most 5 s. */
+async function eventually(check: () => void): Promise<void> {
+  const until = Date.now() + 5000;
+  for (;;) {
+    try {
+      check();
+      return;
+    } catch (error) {
+      if (Date.now() > until) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
+/** The events outbox contract, run once per backend. */
+export function defineEventsConformance(create: () => Promise<ScratchDatabase>): void {
+  let scratch: ScratchDatabase;
+  let db: SqlExecutor;
+  const clock = manualClock();
+  const bus = createEventBus({ clock });
+  const publish = (type: string, tenantId = 'acme', data: unknown = { type }) =>
+    db.transaction((tx) => bus.publish(tx, { tenantId, subject: 'node/n1', type, data: data as never }));
+
+  beforeAll(async () => {
+    scratch = await create();
+    db = scratch.db;
+    await prepareKernel(db, clock);
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+  });
+  beforeEach(async () => {
+    await resetKernel(db, clock);
+  });
+
+  describe('publish', () => {
+    it('stores the event with an evt_ id, the clock time and its data', async () => {
+      await publish('node.deployed', 'acme', { nodeId: 'n1', disks: [1, 2] });
+      const { events } = await readEvents(db, { tenantId: 'acme' });
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({
+        tenantId: 'acme',
+        subject: 'node/n1',
+        type: 'node.deployed',
+        data: { nodeId: 'n1', disks: [1, 2] },
+        at: clock.now(),
+      });
+      expect(events[0]?.id).toMatch(/^evt_/);
+    });
+
+    it('refuses an empty subject or type and data that is not JSON, with the path', async () => {
+      const cases = [
+        [{ subject: '' }, ['subject']],
+        [{ type: '' }, ['type']],
+        [{ data: { at: new Date() } }, ['data', 'at']],
+      ] as const;
+      for (const [change, path] of cases) {
+        const event = { tenantId: 'acme', subject: 's', type: 't', data: {}, ...change };
+        await expect(db.transaction((tx) => bus.publish(tx, event as never))).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path },
+        });
+      }
+    });
+
+    it('never shows an event whose transaction rolled back', async () => {
+      await expect(
+        db.transaction(async (tx) => {
+          await bus.publish(tx, { tenantId: 'acme', subject: 's', type: 'lost', data: {} });
+          throw new ComputeError('CONFLICT', 'abort');
+        }),
+      ).rejects.toMatchObject({ code: 'CONFLICT' });
+      await publish('kept');
+      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['kept']);
+    });
+  });
+
+  describe('readEvents', () => {
+    it('reads only the tenant asked for, in publish order', async () => {
+      await publish('a');
+      await publish('x', 'globex');
+      await publish('b');
+      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['a', 'b']);
+      expect((await readEvents(db, { tenantId: 'globex' })).events.map((e) => e.type)).toEqual(['x']);
+    });
+
+    it('resumes exactly after the cursor, and an empty page keeps the cursor', async () => {
+      for (const type of ['a', 'b', 'c', 'd', 'e']) await publish(type);
+      const first = await readEvents(db, { tenantId: 'acme', limit: 2 });
+      const second = await readEvents(db, { tenantId: 'acme', after: first.cursor, limit: 2 });
+      const third = await readEvents(db, { tenantId: 'acme', after: second.cursor, limit: 2 });
+      expect([first, second, third].map((page) => page.events.map((e) => e.type))).toEqual([
+        ['a', 'b'],
+        ['c', 'd'],
+        ['e'],
+      ]);
+      expect(second.events[0]?.cursor).not.toBe(first.cursor);
+      const empty = await readEvents(db, { tenantId: 'acme', after: third.cursor });
+      expect(empty).toEqual({ events: [], cursor: third.cursor });
+      await publish('f');
+      expect((await readEvents(db, { tenantId: 'acme', after: empty.cursor })).events.map((e) => e.type)).toEqual([
+        'f',
+      ]);
+    });
+
+    it('orders events of one transaction by their sequence', async () => {
+      await db.transaction(async (tx) => {
+        for (const type of ['one', 'two', 'three']) {
+          await bus.publish(tx, { tenantId: 'acme', subject: 's', type, data: {} });
+        }
+      });
+      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['one', 'two', 'three']);
+    });
+
+    it('refuses a malformed cursor with INVALID_INPUT at after', async () => {
+      const { cursor } = await readEvents(db, { tenantId: 'acme' });
+      for (const after of ['', 'nonsense', `${cursor}x`, 'ev1.bm90Lm51bWJlcnM', 'ev1.MS4yLjM']) {
+        await expect(readEvents(db, { tenantId: 'acme', after })).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path: ['after'] },
+        });
+      }
+      await expect(readEvents(db, { tenantId: 'acme', limit: 0 })).rejects.toMatchObject({
+        details: { path: ['limit'] },
+      });
+    });
+  });
+
+  describe('subscribeEvents', () => {
+    it('delivers committed events in order and resumes from a cursor', async () => {
+      await publish('before');
+      const seen: ComputeEvent[] = [];
+      const stop = subscribeEvents(db, (event) => void seen.push(event), { tenantId: 'acme', pollMs: 20 });
+      await publish('after');
+      await eventually(() => expect(seen.map((e) => e.type)).toEqual(['before', 'after']));
+      await stop();
+      await publish('later');
+      const resumed: string[] = [];
+      const again = subscribeEvents(db, (event) => void resumed.push(event.type), {
+        tenantId: 'acme',
+        pollMs: 20,
+        after: seen[1]?.cursor,
+      });
+      await eventually(() => expect(resumed).toEqual(['later']));
+      await again();
+    });
+
+    it('retries an event whose handler threw, without skipping it', async () => {
+      await publish('flaky');
+      await publish('next');
+      let failures = 0;
+      const seen: string[] = [];
+      const errors: unknown[] = [];
+      const stop = subscribeEvents(
+        db,
+        (event) => {
+          if (event.type === 'flaky' && failures++ === 0) throw new Error('once');
+          seen.push(event.type);
+        },
+        { tenantId: 'acme', pollMs: 20, onError: (error) => errors.push(error) },
+      );
+      await eventually(() => expect(seen).toEqual(['flaky', 'next']));
+      await stop();
+      expect(errors).toHaveLength(1);
+    });
+  });
+}

@@ -1,0 +1,4 @@
+import { defineEventsConformance } from '../conformance/events';
+import { scratchPglite } from '../support/databases';
+
+defineEventsConformance(scratchPglite);

@@ -1,0 +1,44 @@
+/**
+ * The roles an agent speaks as: a node's `bcd` (`node`), a site agent (`site`), the deploy ramdisk (`ramdisk`), an
+ * installed OS that rejoined (`provisioned`) and an unknown machine being discovered (`discovery`).
+ *
+ * @example
+ * ```ts
+ * AGENT_ROLES.includes('ramdisk'); // true
+ * ```
+ */
+export const AGENT_ROLES = Object.freeze(['node', 'site', 'ramdisk', 'provisioned', 'discovery'] as const);
+
+/** One of {@link AGENT_ROLES}. */
+export type AgentRole = (typeof AGENT_ROLES)[number];
+
+/** An agent's connection as stored: who it is, the role it speaks as and which boot it is. */
+export interface AgentSession {
+  id: string;
+  nodeId: string;
+  role: AgentRole;
+  bootId: string;
+  connectedAt: Date;
+  lastSeenAt: Date;
+  closedAt?: Date;
+}
+
+/** What opening a session takes. */
+export interface OpenAgentSessionInput {
+  nodeId: string;
+  role: AgentRole;
+  bootId: string;
+}
+
+/** When a session counts as connected: open, and seen within `staleAfterMs` (default 60,000) of `now`. */
+export interface SessionFreshness {
+  now: Date;
+  staleAfterMs?: number;
+}
+
+/** A site agent with a connected session. */
+export interface ConnectedSiteAgent {
+  nodeId: string;
+  name?: string;
+  session: AgentSession;
+}

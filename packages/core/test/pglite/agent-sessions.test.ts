@@ -1,0 +1,4 @@
+import { defineAgentSessionsConformance } from '../conformance/agent-sessions';
+import { scratchPglite } from '../support/databases';
+
+defineAgentSessionsConformance(scratchPglite);

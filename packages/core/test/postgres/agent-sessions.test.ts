@@ -1,0 +1,5 @@
+import { describe } from 'vitest';
+import { defineAgentSessionsConformance } from '../conformance/agent-sessions';
+import { scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
+
+describe.runIf(TEST_DATABASE_URL)('postgres', () => defineAgentSessionsConformance(scratchPostgres));

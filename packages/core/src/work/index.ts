@@ -1,1 +1,16 @@
-export type { ReconcileResult, WorkQueue, WorkRequest } from './types';
+export { backoffDelayMs, DEFAULT_BACKOFF, describeFailure } from './backoff';
+export { assertLeaseHeld, FencedExecutor, isFencedError, type ShardLease } from './fenced-executor';
+export { type RunDueWorkOptions, runDueWork } from './run-due-work';
+export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
+export {
+  type BackoffOptions,
+  type ReconcileResult,
+  WORK_CHANNEL,
+  type WorkItemReport,
+  type WorkOutcome,
+  type WorkQueue,
+  type WorkRequest,
+} from './types';
+export { createWorkQueue, type WorkQueueOptions } from './work-queue';
+export { startWorker, type WorkerHandle, type WorkerStats } from './worker';
+export { WORKER_DEFAULTS, type WorkerOptions } from './worker-options';

@@ -22,3 +22,40 @@ export interface WorkQueue {
 
 /** What a reconciler may ask for: run again after a delay (the earliest of this and any enqueue wins). */
 export type ReconcileResult = undefined | { requeueAfterMs: number };
+
+/** The backoff after reconciler errors: `baseMs` doubled per consecutive failure, never above `maxMs`. */
+export interface BackoffOptions {
+  /** The delay after the first failure. Default 1,000 ms. */
+  baseMs?: number;
+  /** The cap. Default 300,000 ms (5 minutes). */
+  maxMs?: number;
+}
+
+/** How one work item ended in one pass. */
+export type WorkOutcome =
+  /** The reconciler returned nothing; the item was deleted (or kept due when an enqueue arrived meanwhile). */
+  | 'done'
+  /** The reconciler asked for `{ requeueAfterMs }`. */
+  | 'requeued'
+  /** The reconciler threw, or no reconciler exists for the kind; the item was kept with backoff. */
+  | 'failed'
+  /** The worker lost the item's shard; nothing was recorded and the new owner will run it. */
+  | 'fenced';
+
+/** One handled item, as reported to `onItem`. */
+export interface WorkItemReport {
+  kind: string;
+  key: string;
+  shard: number;
+  outcome: WorkOutcome;
+  /** Consecutive failures after this pass (0 unless `failed`). */
+  attempts: number;
+  /** When the item was due (its `not_before` at claim time). */
+  dueAt: Date;
+  /** When the reconciler was called and when the item was finished, from the Clock. */
+  startedAt: Date;
+  finishedAt: Date;
+}
+
+/** The channel every enqueue notifies, with the item's shard as the payload. */
+export const WORK_CHANNEL = 'bc_work';

@@ -1,0 +1,104 @@
+import type { Clock } from '../clock';
+import { ComputeError } from '../errors';
+import type { Logger } from '../kernel/logger';
+import type { ModuleContext, Reconciler } from '../kernel/module';
+import type { SqlExecutor } from '../sql/executor';
+import { backoffDelayMs, describeFailure } from './backoff';
+import { isFencedError } from './fenced-executor';
+import { type ClaimedItem, finishDone, finishFailed, finishRequeued } from './items';
+import type { BackoffOptions, WorkItemReport, WorkOutcome } from './types';
+
+/** What running one claimed item needs. */
+export interface ProcessItemInput {
+  item: ClaimedItem;
+  reconcilers: ReadonlyMap<string, Reconciler>;
+  /** The executor the reconciler gets as `ctx.sql`, fenced in a worker. */
+  sql: SqlExecutor;
+  makeContext: (sql: SqlExecutor) => ModuleContext;
+  clock: Clock;
+  backoff: Required<BackoffOptions>;
+  log: Logger;
+}
+
+type Result = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number } | { outcome: 'failed'; error: unknown };
+
+function checkResult(value: unknown): Result {
+  if (value === undefined || value === null) return { outcome: 'done' };
+  const delay = (value as { requeueAfterMs?: unknown }).requeueAfterMs;
+  if (typeof value === 'object' && typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) {
+    return { outcome: 'requeued', delayMs: delay };
+  }
+  const error = new ComputeError(
+    'INVALID_STATE',
+    'a reconciler must return nothing or { requeueAfterMs: number >= 0 }',
+    {
+      details: { path: ['requeueAfterMs'] },
+    },
+  );
+  return { outcome: 'failed', error };
+}
+
+async function reconcile(input: ProcessItemInput): Promise<Result> {
+  const { item } = input;
+  const reconciler = input.reconcilers.get(item.kind);
+  if (!reconciler) {
+    const error = new ComputeError('INVALID_CONFIG', `no reconciler is registered for work kind '${item.kind}'`, {
+      details: { path: ['kind'], kind: item.kind },
+    });
+    return { outcome: 'failed', error };
+  }
+  try {
+    return checkResult(await reconciler(item.key, input.makeContext(input.sql)));
+  } catch (error) {
+    return { outcome: 'failed', error };
+  }
+}
+
+/**
+ * Runs the reconciler of one claimed item and records the result through `sql.transaction` (so a worker's
+ * completion is fenced like the reconciler's writes). Never throws for what the reconciler did; a failure to record
+ * the result (the database went away) does throw, and leaves the item to be claimed again.
+ *
+ * @example
+ * ```ts
+ * const report = await processItem({ item, reconcilers, sql: db, makeContext, clock, backoff: DEFAULT_BACKOFF, log });
+ * ```
+ */
+export async function processItem(input: ProcessItemInput): Promise<WorkItemReport> {
+  const { item, clock, log } = input;
+  const startedAt = clock.now();
+  const result = await reconcile(input);
+  const report = (outcome: WorkOutcome, attempts: number): WorkItemReport => ({
+    kind: item.kind,
+    key: item.key,
+    shard: item.shard,
+    outcome,
+    attempts,
+    dueAt: item.notBefore,
+    startedAt,
+    finishedAt: clock.now(),
+  });
+  if (result.outcome === 'failed' && isFencedError(result.error)) return report('fenced', item.attempts);
+  try {
+    return await input.sql.transaction(async (tx) => {
+      const now = clock.now();
+      if (result.outcome === 'done') {
+        await finishDone(tx, item, now);
+        return report('done', 0);
+      }
+      if (result.outcome === 'requeued') {
+        await finishRequeued(tx, item, now, result.delayMs);
+        return report('requeued', 0);
+      }
+      const attempts = item.attempts + 1;
+      const delayMs = backoffDelayMs(attempts, input.backoff);
+      const error = describeFailure(result.error);
+      await finishFailed(tx, item, now, delayMs, error);
+      log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });
+      return report('failed', attempts);
+    });
+  } catch (err) {
+    if (isFencedError(err)) return report('fenced', item.attempts);
+    throw err;
+  }
+}

@@ -1,0 +1,299 @@
+import { addMs } from '../clock';
+import { Mutex } from '../sql/mutex';
+import { describeFailure } from './backoff';
+import { FencedExecutor } from './fenced-executor';
+import { type ClaimedItem, claimDueItems } from './items';
+import {
+  acquireLeases,
+  earliestDue,
+  heartbeat,
+  liveWorkerIds,
+  markStopped,
+  pruneWorkers,
+  releaseLeases,
+  renewLeases,
+} from './leases';
+import { processItem } from './process-item';
+import { assignedShards } from './shard';
+import { WORK_CHANNEL, type WorkOutcome } from './types';
+import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './worker-options';
+
+/** What a worker has done so far, for metrics, tests and benchmarks. */
+export interface WorkerStats {
+  workerId: string;
+  /** Items handled, whatever the outcome. */
+  processed: number;
+  byOutcome: Record<WorkOutcome, number>;
+  inFlight: number;
+  /** The shards it holds leases on, ascending. */
+  shards: number[];
+}
+
+/** A running worker. */
+export interface WorkerHandle {
+  readonly id: string;
+  /** Stops claiming, finishes the items in flight, releases every lease and marks the worker stopped. Idempotent. */
+  stop(): Promise<void>;
+  stats(): WorkerStats;
+}
+
+// The shortest idle sleep, so an item that is due but locked by another transaction is not polled in a tight loop.
+const MIN_SLEEP_MS = 10;
+const PRUNE_AFTER_MS = 3_600_000;
+
+class Worker implements WorkerHandle {
+  readonly id: string;
+  readonly #o: ResolvedWorkerOptions;
+  // Claiming and rebalancing take turns, so a shard is never released while a claim from it is under way.
+  readonly #turns = new Mutex();
+  readonly #owned = new Map<number, number>(); // shard → epoch
+  #assigned = new Set<number>();
+  readonly #inFlight = new Map<string, { shard: number; done: Promise<void> }>(); // by key
+  readonly #outcomes: Record<WorkOutcome, number> = { done: 0, requeued: 0, failed: 0, fenced: 0 };
+  #stopping = false;
+  #halted = false;
+  #woken = false;
+  #wakeSleeper: (() => void) | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #tickRunning: Promise<void> | undefined;
+  #tickAgain = false;
+  #loopDone: Promise<void> = Promise.resolve();
+  #unlisten: (() => Promise<void>) | undefined;
+  #stopped: Promise<void> | undefined;
+
+  constructor(options: ResolvedWorkerOptions) {
+    this.#o = options;
+    this.id = options.workerId;
+  }
+
+  async start(): Promise<void> {
+    const { db, clock, log } = this.#o;
+    const now = clock.now();
+    await heartbeat(db, this.id, now);
+    await pruneWorkers(db, addMs(now, -Math.max(this.#o.leaseMs * 10, PRUNE_AFTER_MS)), this.id);
+    try {
+      this.#unlisten = await db.listen(WORK_CHANNEL, (payload) => this.#onNotification(payload));
+    } catch (err) {
+      log.warn('work notifications unavailable; polling only', { workerId: this.id, error: describeFailure(err) });
+    }
+    await this.#tick();
+    this.#scheduleHeartbeat();
+    this.#loopDone = this.#loop();
+  }
+
+  stop(): Promise<void> {
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  stats(): WorkerStats {
+    const byOutcome = { ...this.#outcomes };
+    const processed = byOutcome.done + byOutcome.requeued + byOutcome.failed + byOutcome.fenced;
+    const shards = [...this.#owned.keys()].sort((a, b) => a - b);
+    return { workerId: this.id, processed, byOutcome, inFlight: this.#inFlight.size, shards };
+  }
+
+  async #shutdown(): Promise<void> {
+    const { db, clock, log } = this.#o;
+    this.#stopping = true;
+    this.#wake();
+    await this.#loopDone;
+    // Leaving the live set first lets the other workers rebalance while the items in flight finish; leases keep
+    // being renewed until then, and each idle shard is released as soon as it drains.
+    await markStopped(db, this.id, clock.now()).catch((err) => this.#warn('marking the worker stopped failed', err));
+    void this.#tick();
+    await Promise.allSettled([...this.#inFlight.values()].map((f) => f.done));
+    this.#halted = true;
+    clearTimeout(this.#heartbeatTimer);
+    await this.#tickRunning;
+    await this.#turns
+      .run(() => releaseLeases(db, this.id, clock.now()))
+      .then(() => this.#owned.clear())
+      .catch((err) => this.#warn('releasing leases failed', err));
+    await this.#unlisten?.().catch(() => undefined);
+    log.info('worker stopped', { workerId: this.id });
+  }
+
+  #warn(message: string, err: unknown): void {
+    this.#o.log.warn(message, { workerId: this.id, error: describeFailure(err) });
+  }
+
+  #scheduleHeartbeat(): void {
+    if (this.#halted) return;
+    this.#heartbeatTimer = setTimeout(() => {
+      void this.#tick().then(() => this.#scheduleHeartbeat());
+    }, this.#o.heartbeatMs);
+  }
+
+  #onNotification(payload: string): void {
+    const shard = Number(payload);
+    if (this.#owned.has(shard) && this.#assigned.has(shard)) this.#wake();
+  }
+
+  /** Runs a rebalance now, or once more after the one under way. Never throws. */
+  #tick(): Promise<void> {
+    if (this.#tickRunning) {
+      this.#tickAgain = true;
+      return this.#tickRunning;
+    }
+    this.#tickRunning = (async () => {
+      try {
+        do {
+          this.#tickAgain = false;
+          await this.#turns.run(() => this.#rebalance());
+        } while (this.#tickAgain && !this.#halted);
+      } catch (err) {
+        this.#warn('worker heartbeat failed', err);
+      } finally {
+        this.#tickRunning = undefined;
+      }
+    })();
+    return this.#tickRunning;
+  }
+
+  async #rebalance(): Promise<void> {
+    const { db, clock, leaseMs, shards } = this.#o;
+    const now = clock.now();
+    const expiresAt = addMs(now, leaseMs);
+    if (!this.#stopping) await heartbeat(db, this.id, now);
+    const held = await renewLeases(db, this.id, [...this.#owned.keys()], expiresAt);
+    for (const [shard, epoch] of this.#owned) {
+      if (held.get(shard) === epoch) continue;
+      this.#owned.delete(shard);
+      this.#o.log.warn('shard lease lost to another worker', { workerId: this.id, shard });
+    }
+    const live = this.#stopping ? [] : await liveWorkerIds(db, addMs(now, -leaseMs));
+    this.#assigned = new Set(this.#stopping ? [] : assignedShards(this.id, live, shards));
+    const drained = [...this.#owned.keys()].filter((s) => !this.#assigned.has(s) && !this.#isBusy(s));
+    if (drained.length > 0) {
+      await releaseLeases(db, this.id, now, drained);
+      for (const shard of drained) this.#owned.delete(shard);
+    }
+    if (this.#stopping) return;
+    const wanted = [...this.#assigned].filter((s) => !this.#owned.has(s));
+    const acquired = await acquireLeases(db, this.id, wanted, now, expiresAt);
+    for (const [shard, epoch] of acquired) this.#owned.set(shard, epoch);
+    if (acquired.size > 0) this.#wake();
+  }
+
+  #isBusy(shard: number): boolean {
+    for (const entry of this.#inFlight.values()) if (entry.shard === shard) return true;
+    return false;
+  }
+
+  #claimableShards(): number[] {
+    return [...this.#owned.keys()].filter((s) => this.#assigned.has(s));
+  }
+
+  async #loop(): Promise<void> {
+    while (!this.#stopping) {
+      try {
+        const free = this.#o.concurrency - this.#inFlight.size;
+        if (free > 0 && this.#claimableShards().length > 0) {
+          const claimed = await this.#turns.run(() => this.#claim(free));
+          if (claimed === free) continue;
+        }
+        await this.#sleep(await this.#idleDelay());
+      } catch (err) {
+        this.#warn('claiming work failed', err);
+        await this.#sleep(this.#o.pollMs);
+      }
+    }
+  }
+
+  async #claim(limit: number): Promise<number> {
+    const shards = this.#claimableShards();
+    if (shards.length === 0) return 0;
+    const items = await claimDueItems(this.#o.db, {
+      claimant: this.id,
+      now: this.#o.clock.now(),
+      limit,
+      shards,
+      busyKeys: [...this.#inFlight.keys()],
+      leaseHolder: this.id,
+    });
+    for (const item of items) this.#launch(item, this.#owned.get(item.shard));
+    return items.length;
+  }
+
+  async #idleDelay(): Promise<number> {
+    const { db, clock, pollMs, concurrency } = this.#o;
+    if (this.#inFlight.size >= concurrency) return pollMs;
+    const next = await earliestDue(db, this.#claimableShards(), [...this.#inFlight.keys()]);
+    if (!next) return pollMs;
+    return Math.min(pollMs, Math.max(MIN_SLEEP_MS, next.getTime() - clock.now().getTime()));
+  }
+
+  #launch(item: ClaimedItem, epoch: number | undefined): void {
+    // No epoch: the lease went between the claim and now; the new owner claims the item again.
+    if (epoch === undefined) return;
+    const { db, onItem } = this.#o;
+    const sql = new FencedExecutor(db, { workerId: this.id, shard: item.shard, epoch });
+    const done = processItem({ ...this.#o, item, sql })
+      .then((report) => {
+        this.#outcomes[report.outcome] += 1;
+        if (report.outcome === 'fenced') {
+          this.#o.log.warn('work item fenced: the shard has a new owner', { workerId: this.id, shard: item.shard });
+        }
+        try {
+          onItem?.(report);
+        } catch (err) {
+          this.#warn('onItem threw', err);
+        }
+      })
+      .catch((err) => this.#warn('recording a work result failed', err))
+      .finally(() => {
+        this.#inFlight.delete(item.key);
+        if (this.#owned.has(item.shard) && !this.#assigned.has(item.shard) && !this.#isBusy(item.shard)) {
+          void this.#tick();
+        }
+        this.#wake();
+      });
+    this.#inFlight.set(item.key, { shard: item.shard, done });
+  }
+
+  #wake(): void {
+    const sleeper = this.#wakeSleeper;
+    if (sleeper) sleeper();
+    else this.#woken = true;
+  }
+
+  #sleep(ms: number): Promise<void> {
+    if (this.#woken || this.#stopping) {
+      this.#woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => finish(), ms);
+      const finish = () => {
+        clearTimeout(timer);
+        this.#wakeSleeper = undefined;
+        resolve();
+      };
+      this.#wakeSleeper = finish;
+    });
+  }
+}
+
+/**
+ * Starts a worker: it registers in `workers`, heartbeats, holds leases on its share of the shards (live workers sorted
+ * by id, shard `s` to worker `s mod n`), and runs the reconcilers of its shards' due items, at most `concurrency` at
+ * once and never two with the same key. Several workers may run in one process (each with its own `db` handle or
+ * sharing one) or in several. Resolves once the worker holds its first leases.
+ *
+ * @example
+ * ```ts
+ * const worker = await startWorker({
+ *   db, clock: systemClock, shards: 64,
+ *   reconcilers: new Map([['workflow', reconcileWorkflow]]),
+ *   makeContext: (sql) => ({ ...baseContext, sql }),
+ * });
+ * process.on('SIGTERM', () => void worker.stop());
+ * console.log(worker.stats().processed);
+ * ```
+ */
+export async function startWorker(options: WorkerOptions): Promise<WorkerHandle> {
+  const worker = new Worker(resolveWorkerOptions(options));
+  await worker.start();
+  return worker;
+}

@@ -1,0 +1,252 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ComputeError } from '../../src/errors';
+import type { Reconciler } from '../../src/kernel/module';
+import type { SqlDatabase } from '../../src/sql';
+import { createWorkQueue, isFencedError, runDueWork, shardOf } from '../../src/work';
+import { contextFactory, fakeClock, migrate, recordingLogger } from '../fixtures/work-support';
+import type { ScratchDatabase } from '../support/databases';
+
+const SHARDS = 8;
+
+interface ItemRow {
+  kind: string;
+  key: string;
+  shard: number;
+  not_before: Date;
+  seq: number;
+  attempts: number;
+  last_error: string | null;
+}
+
+/** The work queue contract (enqueue, runDueWork, results, backoff), run once per backend. */
+export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase>): void {
+  let scratch: ScratchDatabase;
+  let db: SqlDatabase;
+  const clock = fakeClock();
+  const work = createWorkQueue({ clock, shards: SHARDS });
+  const makeContext = contextFactory(work, clock);
+  const t0 = new Date('2026-03-01T00:00:00.000Z');
+  const at = (ms: number) => new Date(t0.getTime() + ms);
+
+  const enqueue = (kind: string, key: string, notBefore?: Date) =>
+    db.transaction((tx) => work.enqueue(tx, { kind, key, ...(notBefore ? { notBefore } : {}) }));
+  const item = async (kind: string, key: string) =>
+    (await db.query<ItemRow>('SELECT * FROM work_items WHERE kind = $1 AND key = $2', [kind, key])).rows[0];
+  const run = (reconcilers: Record<string, Reconciler>, extra: Partial<Parameters<typeof runDueWork>[0]> = {}) =>
+    runDueWork({ db, clock, reconcilers: new Map(Object.entries(reconcilers)), makeContext, ...extra });
+
+  beforeAll(async () => {
+    scratch = await create();
+    db = scratch.db;
+    await migrate(db);
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+  });
+  beforeEach(async () => {
+    await db.query('TRUNCATE work_items, shard_leases, workers');
+    clock.set(t0);
+  });
+
+  describe('work queue', () => {
+    it('keeps one row per (kind, key) with the earliest notBefore, and the shard of the key', async () => {
+      await enqueue('workflow', 'node_a', at(10_000));
+      await enqueue('workflow', 'node_a', at(5_000));
+      await enqueue('workflow', 'node_a', at(20_000));
+      await enqueue('health', 'node_a');
+      const row = await item('workflow', 'node_a');
+      expect(row).toMatchObject({ not_before: at(5_000), seq: 3, shard: shardOf('node_a', SHARDS), attempts: 0 });
+      // Omitted notBefore is the Clock's now; the kind does not change the shard.
+      expect(await item('health', 'node_a')).toMatchObject({ not_before: t0, shard: row?.shard });
+      const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM work_items');
+      expect(rows[0]?.n).toBe(2);
+    });
+
+    it('refuses a bad request with INVALID_INPUT naming the field, and writes nothing', async () => {
+      await expect(enqueue('', 'k')).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['kind'] } });
+      await expect(
+        db.transaction((tx) => work.enqueue(tx, { kind: 'k', key: 7 as unknown as string })),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['key'] } });
+      await expect(enqueue('k', 'k', new Date('nope'))).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['notBefore'] },
+      });
+      expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
+    });
+
+    it('runDueWork handles due items only, once each, and deletes them when the reconciler returns nothing', async () => {
+      const seen: string[] = [];
+      const reconcile: Reconciler = async (key) => {
+        seen.push(key);
+      };
+      await enqueue('r', 'due-1');
+      await enqueue('r', 'due-2', at(-1_000));
+      await enqueue('r', 'later', at(60_000));
+      expect(await run({ r: reconcile })).toBe(2);
+      expect(seen.sort()).toEqual(['due-1', 'due-2']);
+      expect(await item('r', 'due-1')).toBeUndefined();
+      expect(await item('r', 'later')).toBeDefined();
+      expect(await run({ r: reconcile })).toBe(0);
+      clock.advance(60_000);
+      expect(await run({ r: reconcile })).toBe(1);
+      expect(seen).toContain('later');
+      expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
+    });
+
+    it('runDueWork can be limited to some shards', async () => {
+      const keys = Array.from({ length: 12 }, (_, i) => `node_${i}`);
+      for (const key of keys) await enqueue('r', key);
+      const seen: string[] = [];
+      const target = shardOf('node_0', SHARDS);
+      await run({ r: async (key) => void seen.push(key) }, { shards: [target] });
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen.sort()).toEqual(keys.filter((k) => shardOf(k, SHARDS) === target).sort());
+    });
+
+    it('keeps an item due when it is enqueued again while its reconciler runs', async () => {
+      let calls = 0;
+      const reconcile: Reconciler = async (key) => {
+        calls += 1;
+        if (calls === 1) await enqueue('r', key);
+      };
+      await enqueue('r', 'busy');
+      expect(await run({ r: reconcile })).toBe(1);
+      const kept = await item('r', 'busy');
+      expect(kept?.not_before.getTime()).toBeLessThanOrEqual(clock.now().getTime());
+      expect(await run({ r: reconcile })).toBe(1);
+      expect(calls).toBe(2);
+      expect(await item('r', 'busy')).toBeUndefined();
+    });
+
+    it('honours a future notBefore enqueued while the reconciler runs, not the stale due time', async () => {
+      const reconcile: Reconciler = async (key) => enqueue('r', key, at(30_000));
+      await enqueue('r', 'later-again');
+      await run({ r: reconcile });
+      expect((await item('r', 'later-again'))?.not_before).toEqual(at(30_000));
+    });
+
+    it('requeues after requeueAfterMs, and the earliest of a requeue and an enqueue meanwhile wins', async () => {
+      await enqueue('r', 'plain');
+      await run({ r: async () => ({ requeueAfterMs: 30_000 }) });
+      expect(await item('r', 'plain')).toMatchObject({ not_before: at(30_000), attempts: 0 });
+      expect(await run({ r: async () => ({ requeueAfterMs: 30_000 }) })).toBe(0);
+
+      await enqueue('r', 'enqueued-sooner');
+      await run({
+        r: async (key) => {
+          await enqueue('r', key, at(10_000));
+          return { requeueAfterMs: 60_000 };
+        },
+      });
+      expect((await item('r', 'enqueued-sooner'))?.not_before).toEqual(at(10_000));
+
+      await db.query('TRUNCATE work_items');
+      await enqueue('r', 'requeue-sooner');
+      await run({
+        r: async (key) => {
+          await enqueue('r', key, at(90_000));
+          return { requeueAfterMs: 5_000 };
+        },
+      });
+      expect((await item('r', 'requeue-sooner'))?.not_before).toEqual(at(5_000));
+    });
+
+    it('backs off exponentially on errors up to the cap, keeps the error text, and resets on success', async () => {
+      let failures = 5;
+      const reconcile: Reconciler = async () => {
+        if (failures > 0) {
+          failures -= 1;
+          throw new ComputeError('TIMEOUT', 'the BMC did not answer');
+        }
+        return { requeueAfterMs: 1_000 };
+      };
+      await enqueue('r', 'flaky');
+      const delays: number[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        expect(await run({ r: reconcile }, { backoff: { baseMs: 1_000, maxMs: 4_000 } })).toBe(1);
+        const row = await item('r', 'flaky');
+        expect(row).toMatchObject({ attempts: i + 1, last_error: 'TIMEOUT: the BMC did not answer' });
+        const delay = (row?.not_before.getTime() ?? 0) - clock.now().getTime();
+        delays.push(delay);
+        clock.advance(delay - 1);
+        expect(await run({ r: reconcile })).toBe(0);
+        clock.advance(1);
+      }
+      expect(delays).toEqual([1_000, 2_000, 4_000, 4_000, 4_000]);
+      await run({ r: reconcile });
+      expect(await item('r', 'flaky')).toMatchObject({ attempts: 0, last_error: null });
+    });
+
+    it('uses 1 s doubling as the default backoff', async () => {
+      await enqueue('r', 'boom');
+      const fail: Reconciler = async () => {
+        throw new ComputeError('DRIVER_ERROR', 'ipmi failed');
+      };
+      await run({ r: fail });
+      expect((await item('r', 'boom'))?.not_before).toEqual(at(1_000));
+      clock.advance(1_000);
+      await run({ r: fail });
+      expect((await item('r', 'boom'))?.not_before).toEqual(at(1_000 + 2_000));
+    });
+
+    it('stores a generic text, never the message, for an error that is not a ComputeError', async () => {
+      await enqueue('r', 'leaky');
+      const log = recordingLogger();
+      await run(
+        {
+          r: async () => {
+            throw new Error('login failed for password=hunter2');
+          },
+        },
+        { log },
+      );
+      const row = await item('r', 'leaky');
+      expect(row).toMatchObject({ attempts: 1, last_error: 'reconciler failed with an unclassified error' });
+      expect(JSON.stringify(log.lines)).not.toContain('hunter2');
+      expect(log.lines.some((l) => l.level === 'error')).toBe(true);
+    });
+
+    it('keeps an item of a kind without a reconciler, with backoff and an error logged', async () => {
+      await enqueue('ghost', 'node_x');
+      const log = recordingLogger();
+      expect(await run({}, { log })).toBe(1);
+      const row = await item('ghost', 'node_x');
+      expect(row?.attempts).toBe(1);
+      expect(row?.last_error).toContain("no reconciler is registered for work kind 'ghost'");
+      expect(row?.not_before).toEqual(at(1_000));
+      expect(log.lines).toContainEqual(
+        expect.objectContaining({ level: 'error', fields: expect.objectContaining({ kind: 'ghost', key: 'node_x' }) }),
+      );
+    });
+
+    it('treats a malformed reconciler result as a failure', async () => {
+      await enqueue('r', 'odd');
+      await run({ r: async () => ({ requeueAfterMs: -5 }) });
+      expect(await item('r', 'odd')).toMatchObject({ attempts: 1, last_error: expect.stringContaining('INVALID_STATE') });
+    });
+
+    it('reports each item to onItem with its outcome', async () => {
+      await enqueue('ok', 'a');
+      await enqueue('again', 'b');
+      await enqueue('bad', 'c');
+      const outcomes: Record<string, string> = {};
+      await run(
+        {
+          ok: async () => undefined,
+          again: async () => ({ requeueAfterMs: 5 }),
+          bad: async () => {
+            throw new ComputeError('CONFLICT', 'no');
+          },
+        },
+        { onItem: (r) => void (outcomes[r.key] = r.outcome) },
+      );
+      expect(outcomes).toEqual({ a: 'done', b: 'requeued', c: 'failed' });
+    });
+
+    it('exposes the fencing error shape reconcilers can test for', () => {
+      const fenced = new ComputeError('INVALID_STATE', 'x', { details: { reason: 'fenced' } });
+      expect(isFencedError(fenced)).toBe(true);
+      expect(isFencedError(new ComputeError('INVALID_STATE', 'x'))).toBe(false);
+    });
+  });
+}

@@ -1,0 +1,4 @@
+import { defineWorkQueueConformance } from '../conformance/work-queue';
+import { scratchPglite } from '../support/databases';
+
+defineWorkQueueConformance(scratchPglite);

@@ -1,0 +1,5 @@
+import { describe } from 'vitest';
+import { defineWorkQueueConformance } from '../conformance/work-queue';
+import { scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
+
+describe.runIf(TEST_DATABASE_URL)('postgres', () => defineWorkQueueConformance(scratchPostgres));

@@ -8,7 +8,12 @@ import type { SqlExecutor } from '../sql/executor';
 import type { WorkQueue } from '../work/types';
 import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
 import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
-import { assertCommandTransition, isTerminalCommandState, OPEN_COMMAND_STATES } from './state-machine';
+import {
+  assertCommandTransition,
+  canTransitionCommand,
+  isTerminalCommandState,
+  OPEN_COMMAND_STATES,
+} from './state-machine';
 import type {
   AgentCommandRef,
   Command,
@@ -45,7 +50,51 @@ function notFound(commandId: string): ComputeError {
   return new ComputeError('NOT_FOUND', `command ${commandId} not found`, { details: { path: ['commandId'] } });
 }
 
-/** Moves one command to `to` under a row lock; queues its wake when it settles. An owner other than its node is NOT_FOUND. */
+const EXPIRED_REASON = 'notAfter passed';
+
+/** Whether a command is still open but past its deadline at `now` (the deadline itself still counts as live). */
+export function isCommandDue(command: Pick<Command, 'state' | 'notAfter'>, now: Date): boolean {
+  return OPEN_COMMAND_STATES.includes(command.state) && command.notAfter.getTime() < now.getTime();
+}
+
+async function applyMove(
+  tx: SqlExecutor,
+  work: WorkQueue,
+  commandId: string,
+  to: CommandState,
+  now: Date,
+  change: Change,
+): Promise<Command> {
+  const terminal = isTerminalCommandState(to);
+  const { rows } = await tx.query<CommandRow>(
+    `UPDATE commands SET state = $2, updated_at = $3,
+       dispatched_at = CASE WHEN $2 = 'dispatched' THEN $3 ELSE dispatched_at END,
+       finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
+       reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
+     WHERE id = $1 RETURNING *`,
+    [
+      commandId,
+      to,
+      now,
+      terminal,
+      change.reason ?? null,
+      change.result ? bytesParam(change.result) : null,
+      change.attested === undefined ? null : JSON.stringify(change.attested),
+    ],
+  );
+  const row = rows[0];
+  if (!row) throw notFound(commandId);
+  const moved = toCommand(row);
+  if (terminal && moved.wake) await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key });
+  return moved;
+}
+
+/**
+ * Moves one command to `to` under a row lock and queues its wake when it settles. An `owner` other than the command's
+ * node is NOT_FOUND. A command found open past its `notAfter` is expired first; that expiry is kept (its savepoint is
+ * released) even when the requested move is then refused as INVALID_STATE, unless the caller rolls back its own
+ * transaction.
+ */
 async function move(
   tx: SqlExecutor,
   work: WorkQueue,
@@ -56,39 +105,33 @@ async function move(
   owner?: string,
 ): Promise<Command> {
   requireText(commandId, ['commandId']);
-  return tx.transaction(async (inner) => {
-    const current = await selectCommand(inner, commandId, true);
+  const outcome = await tx.transaction(async (inner): Promise<{ command: Command; refused: boolean }> => {
+    let current = await selectCommand(inner, commandId, true);
     if (!current || (owner !== undefined && current.nodeId !== owner)) throw notFound(commandId);
-    if (current.state === to && isTerminalCommandState(to)) return current;
-    assertCommandTransition(current.state, to, commandId);
-    const terminal = isTerminalCommandState(to);
-    const { rows } = await inner.query<CommandRow>(
-      `UPDATE commands SET state = $2, updated_at = $3,
-         dispatched_at = CASE WHEN $2 = 'dispatched' THEN $3 ELSE dispatched_at END,
-         finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
-         reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
-       WHERE id = $1 RETURNING *`,
-      [
-        commandId,
-        to,
-        now,
-        terminal,
-        change.reason ?? null,
-        change.result ? bytesParam(change.result) : null,
-        change.attested === undefined ? null : JSON.stringify(change.attested),
-      ],
-    );
-    const row = rows[0];
-    if (!row) throw notFound(commandId);
-    const moved = toCommand(row);
-    if (terminal && moved.wake) await work.enqueue(inner, { kind: moved.wake.kind, key: moved.wake.key });
-    return moved;
+    if (to !== 'expired' && isCommandDue(current, now)) {
+      current = await applyMove(inner, work, commandId, 'expired', now, { reason: EXPIRED_REASON });
+    }
+    if (current.state === to && isTerminalCommandState(to)) return { command: current, refused: false };
+    if (!canTransitionCommand(current.state, to)) return { command: current, refused: true };
+    return { command: await applyMove(inner, work, commandId, to, now, change), refused: false };
+  });
+  if (outcome.refused) assertCommandTransition(outcome.command.state, to, commandId);
+  return outcome.command;
+}
+
+/** Lazy expiry: a command read open past its `notAfter` is expired (and its wake queued) before it is returned. */
+async function expireIfDue(sql: SqlExecutor, work: WorkQueue, command: Command, now: Date): Promise<Command> {
+  if (!isCommandDue(command, now)) return command;
+  return sql.transaction(async (inner) => {
+    const locked = await selectCommand(inner, command.id, true);
+    if (!locked || !isCommandDue(locked, now)) return locked ?? command;
+    return applyMove(inner, work, command.id, 'expired', now, { reason: EXPIRED_REASON });
   });
 }
 
 async function expireAll(tx: SqlExecutor, work: WorkQueue, rows: CommandRow[], now: Date): Promise<Command[]> {
   const expired: Command[] = [];
-  for (const row of rows) expired.push(await move(tx, work, row.id, 'expired', now, { reason: 'notAfter passed' }));
+  for (const row of rows) expired.push(await move(tx, work, row.id, 'expired', now, { reason: EXPIRED_REASON }));
   return expired;
 }
 
@@ -130,11 +173,19 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
   const policies = [...(options.policies ?? [])];
 
   async function findByKey(sql: SqlExecutor, nodeId: string, key: string): Promise<Command | undefined> {
+    requireText(nodeId, ['nodeId']);
+    requireText(key, ['key']);
     const { rows } = await sql.query<CommandRow>('SELECT * FROM commands WHERE node_id = $1 AND key = $2', [
       nodeId,
       key,
     ]);
-    return rows[0] ? toCommand(rows[0]) : undefined;
+    return rows[0] ? expireIfDue(sql, work, toCommand(rows[0]), clock.now()) : undefined;
+  }
+
+  async function get(sql: SqlExecutor, id: string): Promise<Command | undefined> {
+    requireText(id, ['id']);
+    const command = await selectCommand(sql, id);
+    return command ? expireIfDue(sql, work, command, clock.now()) : undefined;
   }
 
   async function enqueue(tx: SqlExecutor, input: NewCommand): Promise<Command> {
@@ -202,7 +253,7 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
   return {
     enqueue,
     findByKey,
-    get: (sql, id) => selectCommand(sql, id),
+    get,
     cancel: (tx, id, reason) => move(tx, work, id, 'cancelled', clock.now(), { reason: reasonOf(reason) }),
 
     async pollCommands(tx, input) {

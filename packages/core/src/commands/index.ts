@@ -7,6 +7,7 @@ export {
   createCommandQueue,
   DEFAULT_POLL_LIMIT,
   expireDueCommands,
+  isCommandDue,
   MAX_POLL_LIMIT,
 } from './command-queue';
 export { createCommandKindRegistry, isCommandKindName } from './kind-registry';

@@ -168,6 +168,16 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect(rows).toHaveLength(1);
     });
 
+    it('returns a settled command unchanged to a second enqueue with its key', async () => {
+      const first = await enqueueReboot('done');
+      const succeeded = await toRunning(first.id).then(() =>
+        db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: first.id })),
+      );
+      const again = await enqueueReboot('done', { kind: 'workflow', key: 'wf_other' });
+      expect(again).toEqual(succeeded);
+      expect(again.wake).toEqual({ kind: 'workflow', key: 'wf_1' });
+    });
+
     it('refuses an unknown kind with INVALID_CONFIG', async () => {
       await expect(
         db.transaction((tx) =>
@@ -370,6 +380,27 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       clock.advance(1);
       expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).toEqual([]);
       expect(await queue.get(db, id)).toMatchObject({ state: 'expired' });
+      expect(await wakes(db)).toEqual(['workflow/wf_1']);
+    });
+
+    it('expires an open command past notAfter when it is read, and wakes its waiter once', async () => {
+      const { id } = await enqueueReboot();
+      clock.advance(3_600_000);
+      expect((await queue.get(db, id))?.state).toBe('pending');
+      clock.advance(1);
+      expect(await queue.get(db, id)).toMatchObject({ state: 'expired', reason: 'notAfter passed' });
+      expect(await queue.findByKey(db, nodeId, 'k1')).toMatchObject({ state: 'expired' });
+      expect(await wakes(db)).toEqual(['workflow/wf_1']);
+    });
+
+    it('refuses an agent move on a command past notAfter as INVALID_STATE, keeping the expiry', async () => {
+      const { id } = await enqueueReboot();
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      clock.advance(3_600_001);
+      const err = await queue.ackCommand(db, { nodeId, commandId: id }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'INVALID_STATE', details: { reason: 'invalid-transition', state: 'expired' } });
+      const { rows } = await db.query<{ state: string }>('SELECT state FROM commands WHERE id = $1', [id]);
+      expect(rows[0]?.state).toBe('expired');
       expect(await wakes(db)).toEqual(['workflow/wf_1']);
     });
 

@@ -1,0 +1,160 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock';
+import type { Reconciler } from '../../src/kernel/module';
+import type { SqlDatabase } from '../../src/sql';
+import { createWorkQueue, isFencedError, shardOf, startWorker, type WorkerOptions } from '../../src/work';
+import { contextFactory, migrate, waitFor } from '../fixtures/work-support';
+import type { ScratchDatabase } from '../support/databases';
+
+const SHARDS = 8;
+
+/** One worker against one backend: claiming, one key at a time, fencing, graceful stop. */
+export function defineWorkerConformance(create: () => Promise<ScratchDatabase>): void {
+  let scratch: ScratchDatabase;
+  let db: SqlDatabase;
+  const work = createWorkQueue({ clock: systemClock, shards: SHARDS });
+  const makeContext = contextFactory(work);
+
+  const enqueue = (kind: string, key: string) => db.transaction((tx) => work.enqueue(tx, { kind, key }));
+  const itemCount = async () => (await db.query('SELECT 1 FROM work_items')).rowCount;
+  const start = (reconcilers: Record<string, Reconciler>, extra: Partial<WorkerOptions> = {}) =>
+    startWorker({
+      db,
+      clock: systemClock,
+      shards: SHARDS,
+      reconcilers: new Map(Object.entries(reconcilers)),
+      makeContext,
+      leaseMs: 1_500,
+      heartbeatMs: 100,
+      pollMs: 50,
+      ...extra,
+    });
+
+  beforeAll(async () => {
+    scratch = await create();
+    db = scratch.db;
+    await migrate(db);
+    await db.query('CREATE TABLE fence_probe (key text PRIMARY KEY)');
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+  });
+  beforeEach(async () => {
+    await db.query('TRUNCATE work_items, shard_leases, workers, fence_probe');
+  });
+
+  describe('worker', () => {
+    it('holds every shard alone, runs an enqueued item, and on stop releases its leases and leaves the live set', async () => {
+      const seen: string[] = [];
+      const worker = await start({ r: async (key) => void seen.push(key) });
+      expect(worker.stats().shards).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      await enqueue('r', 'node_1');
+      await waitFor('the item to be handled and deleted', async () => seen.length === 1 && (await itemCount()) === 0);
+      await worker.stop();
+      await worker.stop();
+      expect(worker.stats()).toMatchObject({ processed: 1, byOutcome: { done: 1 }, shards: [] });
+      const leases = await db.query<{ worker_id: string | null }>('SELECT worker_id FROM shard_leases');
+      expect(leases.rows).toHaveLength(SHARDS);
+      expect(leases.rows.every((r) => r.worker_id === null)).toBe(true);
+      const row = await db.query<{ stopped_at: Date | null }>('SELECT stopped_at FROM workers WHERE id = $1', [worker.id]);
+      expect(row.rows[0]?.stopped_at).toBeInstanceOf(Date);
+    });
+
+    it('never runs two items with the same key at once, across kinds', async () => {
+      const active = new Map<string, number>();
+      let overlap = 0;
+      let handled = 0;
+      const reconcile: Reconciler = async (key) => {
+        const n = (active.get(key) ?? 0) + 1;
+        active.set(key, n);
+        if (n > 1) overlap += 1;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        active.set(key, n - 1);
+        handled += 1;
+      };
+      for (const kind of ['a', 'b', 'c', 'd']) {
+        await enqueue(kind, 'node_same');
+        await enqueue(kind, `node_${kind}`);
+      }
+      const worker = await start({ a: reconcile, b: reconcile, c: reconcile, d: reconcile }, { concurrency: 8 });
+      await waitFor('all eight items', () => handled === 8);
+      await worker.stop();
+      expect(overlap).toBe(0);
+      expect(await itemCount()).toBe(0);
+    });
+
+    it('finishes the items in flight before stop resolves', async () => {
+      let finished = false;
+      let started = false;
+      const worker = await start({
+        slow: async () => {
+          started = true;
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          finished = true;
+        },
+      });
+      await enqueue('slow', 'node_slow');
+      await waitFor('the reconciler to start', () => started);
+      await worker.stop();
+      expect(finished).toBe(true);
+      expect(worker.stats().byOutcome).toMatchObject({ done: 1, fenced: 0 });
+      expect(await itemCount()).toBe(0);
+    });
+
+    it('fences a worker whose lease was taken: its transaction fails, nothing is committed, the item stays', async () => {
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started = false;
+      let failure: unknown;
+      const worker = await start({
+        gated: async (key, ctx) => {
+          started = true;
+          await gate;
+          try {
+            await ctx.sql.transaction((tx) => tx.query('INSERT INTO fence_probe (key) VALUES ($1)', [key]));
+          } catch (err) {
+            failure = err;
+            throw err;
+          }
+        },
+      });
+      await enqueue('gated', 'node_f');
+      await waitFor('the reconciler to start', () => started);
+      // Another worker takes the shard over (what a takeover after expiry does: new holder, next epoch).
+      await db.query(
+        `UPDATE shard_leases SET worker_id = 'intruder', epoch = epoch + 1, expires_at = $2 WHERE shard = $1`,
+        [shardOf('node_f', SHARDS), new Date(Date.now() + 3_600_000)],
+      );
+      release();
+      await waitFor('the fenced outcome', () => worker.stats().byOutcome.fenced === 1);
+      expect(isFencedError(failure)).toBe(true);
+      expect(failure).toMatchObject({ code: 'INVALID_STATE', details: { reason: 'fenced' } });
+      expect((await db.query('SELECT 1 FROM fence_probe')).rowCount).toBe(0);
+      const { rows } = await db.query<{ attempts: number }>('SELECT attempts FROM work_items WHERE key = $1', [
+        'node_f',
+      ]);
+      expect(rows).toEqual([{ attempts: 0 }]);
+      await waitFor('the worker to drop the lost shard', () => !worker.stats().shards.includes(shardOf('node_f', SHARDS)));
+      await worker.stop();
+      const lease = await db.query<{ worker_id: string }>('SELECT worker_id FROM shard_leases WHERE shard = $1', [
+        shardOf('node_f', SHARDS),
+      ]);
+      expect(lease.rows[0]?.worker_id).toBe('intruder');
+    });
+
+    it('refuses bad options with INVALID_CONFIG naming the option', async () => {
+      await expect(start({}, { heartbeatMs: 2_000, leaseMs: 1_000 })).rejects.toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { path: ['heartbeatMs'] },
+      });
+      await expect(start({}, { concurrency: 0 })).rejects.toMatchObject({ details: { path: ['concurrency'] } });
+      await expect(start({}, { shards: 0 })).rejects.toMatchObject({ details: { path: ['shards'] } });
+      await expect(
+        startWorker({ db, reconcilers: {} as unknown as Map<string, Reconciler>, makeContext }),
+      ).rejects.toMatchObject({ details: { path: ['reconcilers'] } });
+      expect((await db.query('SELECT 1 FROM workers')).rowCount).toBe(0);
+    });
+  });
+}

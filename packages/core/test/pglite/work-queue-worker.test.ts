@@ -1,0 +1,4 @@
+import { defineWorkerConformance } from '../conformance/work-queue-worker';
+import { scratchPglite } from '../support/databases';
+
+defineWorkerConformance(scratchPglite);

@@ -1,3 +1,4 @@
+export { type BetterComputeOptions, betterCompute, type Compute, type RunningWorker } from './better-compute';
 export { assertModuleId, type ComputePlugin, definePlugin, type PluginDefinition } from './define-plugin';
 export type { Finding, FindingSeverity, FindingsProvider } from './findings';
 export { type LogFields, type Logger, silentLogger } from './logger';

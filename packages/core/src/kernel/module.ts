@@ -44,7 +44,8 @@ export interface ModuleContext {
  * A reconciler: called with a work item's key by the worker that owns its shard. Return `{ requeueAfterMs }` to run
  * again later; throw to be retried with backoff.
  */
-export type Reconciler = (key: string, ctx: ModuleContext) => Promise<ReconcileResult | undefined>;
+// biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for nothing may simply return
+export type Reconciler = (key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>;
 
 /** Something a module contributes for another module to pick up, e.g. a workflow step (`extension: 'step'`). */
 export interface Extension {

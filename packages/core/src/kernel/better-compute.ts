@@ -1,0 +1,176 @@
+import { type ApiDispatcher, createApi } from '../api/dispatcher';
+import { createFetchHandler } from '../api/fetch-handler';
+import type { ApiGroup } from '../api/types';
+import { type Clock, systemClock } from '../clock';
+import { createCommandKindRegistry, createCommandQueue } from '../commands';
+import { ComputeError } from '../errors';
+import { createEventBus } from '../events';
+import { applyMigrations, loadMigrations, readMigrationFolder } from '../migrations';
+import { coreMigrationsFolder } from '../migrations-folder';
+import type { PkiPort } from '../ports/pki';
+import type { SecretBroker } from '../ports/secrets';
+import type { SqlDatabase, SqlExecutor } from '../sql/executor';
+import { createWorkQueue, runDueWork, startWorker } from '../work';
+import { coreModule } from './core-module';
+import { type Logger, silentLogger } from './logger';
+import type { ComputeModule, ModuleContext, WorkflowsPort } from './module';
+import { buildModuleRegistry, type ModuleRegistry } from './registry';
+
+/** What {@link betterCompute} takes. Everything but the modules has a default. */
+export interface BetterComputeOptions {
+  /** The store. Default: an in-memory PGlite, closed with `compute.close()`. */
+  database?: SqlDatabase;
+  modules?: readonly ComputeModule[];
+  plugins?: readonly ComputeModule[];
+  pki?: PkiPort;
+  secrets?: SecretBroker;
+  workflows?: WorkflowsPort;
+  clock?: Clock;
+  logger?: Logger;
+  /** How many shards keys hash into. Fixed for the life of a database. Default 64. */
+  shards?: number;
+  /** Options of the workers `startWorkers` starts. */
+  workers?: { concurrency?: number; leaseMs?: number; heartbeatMs?: number; pollMs?: number };
+  /** Free-form configuration every module sees as `ctx.config`. */
+  config?: Readonly<Record<string, unknown>>;
+}
+
+/** A running worker, as `startWorkers` returns it. */
+export interface RunningWorker {
+  readonly id: string;
+  stop(): Promise<void>;
+}
+
+/** What {@link betterCompute} returns. */
+export interface Compute {
+  readonly database: SqlDatabase;
+  readonly registry: ModuleRegistry;
+  /** The context modules get; `context.sql` is the database. */
+  readonly context: ModuleContext;
+  /** `compute.api.<group>.<method>(token, input)`. */
+  readonly api: ApiDispatcher<Readonly<Record<string, ApiGroup>>>['api'];
+  /** A fetch handler serving `POST /v1/<group>.<method>`. */
+  readonly handler: (request: Request) => Promise<Response>;
+  /** Starts `count` workers in this process; they share the shards with every other worker on the database. */
+  startWorkers(count?: number): Promise<RunningWorker[]>;
+  /** One pass over every due work item, without leases: for tests and single-process drivers. */
+  runDueWork(options?: { limit?: number }): Promise<number>;
+  /** Stops the workers, then closes the database if `betterCompute` opened it. */
+  close(): Promise<void>;
+}
+
+const ROOT_TENANT = 'root';
+
+/**
+ * Composes the control plane: validates and registers every module and plugin (a duplicate id, extension, command
+ * kind, reconciler or API group is `INVALID_CONFIG` naming both), applies every module's migrations, makes sure the
+ * `root` tenant exists, and returns `compute`.
+ *
+ * @example
+ * ```ts
+ * import { betterCompute } from 'better-compute/core';
+ * import { createPgliteDatabase } from 'better-compute/core/pglite';
+ *
+ * const compute = await betterCompute({ database: await createPgliteDatabase({ dataDir: './data' }), modules: [audit] });
+ * const workers = await compute.startWorkers(2);
+ * // …
+ * await compute.close();
+ * ```
+ */
+export async function betterCompute(options: BetterComputeOptions = {}): Promise<Compute> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ComputeError('INVALID_CONFIG', 'betterCompute takes an options object', { details: { path: [] } });
+  }
+  const registry = buildModuleRegistry({
+    modules: [coreModule, ...(options.modules ?? [])],
+    ...(options.plugins ? { plugins: options.plugins } : {}),
+  });
+  const shards = options.shards ?? 64;
+  if (!Number.isInteger(shards) || shards < 1 || shards > 4096) {
+    throw new ComputeError('INVALID_CONFIG', 'shards must be a whole number from 1 to 4096', {
+      details: { path: ['shards'] },
+    });
+  }
+  const clock = options.clock ?? systemClock;
+  const log = options.logger ?? silentLogger;
+  const kinds = createCommandKindRegistry(registry.commandKinds);
+
+  const ownsDatabase = options.database === undefined;
+  const database = options.database ?? (await (await import('../pglite/driver')).createPgliteDatabase());
+
+  try {
+    const migrations = [];
+    for (const module of registry.modules) {
+      const list =
+        module === coreModule
+          ? await readMigrationFolder(coreMigrationsFolder)
+          : await loadMigrations(module.migrations);
+      if (list.length > 0) migrations.push({ module: module.id, migrations: list });
+    }
+    await applyMigrations(database, migrations, clock);
+    await database.query('INSERT INTO tenants (id, name, created_at) VALUES ($1, $1, $2) ON CONFLICT (id) DO NOTHING', [
+      ROOT_TENANT,
+      clock.now(),
+    ]);
+  } catch (err) {
+    if (ownsDatabase) await database.close();
+    throw err;
+  }
+
+  const work = createWorkQueue({ clock, shards });
+  const policies = registry.modules.flatMap((module) => (module.commandPolicy ? [module.commandPolicy] : []));
+  const commands = createCommandQueue({ kinds, clock, work, policies });
+  const events = createEventBus({ clock });
+  const makeContext = (sql: SqlExecutor): ModuleContext => ({
+    sql,
+    clock,
+    events,
+    work,
+    commands,
+    log,
+    config: options.config ?? {},
+    ...(options.workflows ? { workflows: options.workflows } : {}),
+    ...(options.pki ? { pki: options.pki } : {}),
+    ...(options.secrets ? { secrets: options.secrets } : {}),
+  });
+  const context = makeContext(database);
+  for (const module of registry.modules) await module.init?.(context);
+
+  const dispatcher = createApi({ groups: registry.apiGroups, makeContext: () => context, sql: database });
+  const running: RunningWorker[] = [];
+  let closed = false;
+
+  return {
+    database,
+    registry,
+    context,
+    api: dispatcher.api,
+    handler: createFetchHandler(dispatcher),
+    async startWorkers(count = 1) {
+      if (closed) throw new ComputeError('INVALID_STATE', 'compute is closed');
+      const started: RunningWorker[] = [];
+      for (let i = 0; i < count; i += 1) {
+        const worker = await startWorker({
+          db: database,
+          clock,
+          shards,
+          reconcilers: registry.reconcilers,
+          makeContext,
+          log,
+          ...options.workers,
+        });
+        started.push(worker);
+        running.push(worker);
+      }
+      return started;
+    },
+    runDueWork: (runOptions = {}) =>
+      runDueWork({ db: database, clock, reconcilers: registry.reconcilers, makeContext, ...runOptions }),
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.all(running.map((worker) => worker.stop()));
+      if (ownsDatabase) await database.close();
+    },
+  };
+}

@@ -1,0 +1,19 @@
+import * as scopedCore from '@better-compute/core';
+import * as core from 'better-compute/core';
+import * as pglite from 'better-compute/core/pglite';
+import * as postgres from 'better-compute/core/postgres';
+import * as pki from 'better-compute/pki';
+import { describe, expect, it } from 'vitest';
+
+describe('the better-compute umbrella', () => {
+  it('re-exports the scoped packages unchanged, so there is one ComputeError class', () => {
+    expect(core.ComputeError).toBe(scopedCore.ComputeError);
+    expect(core.betterCompute).toBe(scopedCore.betterCompute);
+  });
+
+  it('exposes both database backends and the pki under their subpaths', () => {
+    expect(typeof pglite.createPgliteDatabase).toBe('function');
+    expect(typeof postgres.createPostgresDatabase).toBe('function');
+    expect(typeof pki.pki).toBe('function');
+  });
+});

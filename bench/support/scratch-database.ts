@@ -1,5 +1,5 @@
-import { createPostgresDatabase } from '@better-compute/core/postgres';
 import { ulid } from '@better-compute/core';
+import { createPostgresDatabase } from '@better-compute/core/postgres';
 
 /** A fresh database on the benchmark server, dropped by `drop()`. */
 export async function createBenchDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {

@@ -129,6 +129,7 @@ CREATE INDEX "commands_node_state_idx" ON "commands" USING btree ("node_id","sta
 CREATE INDEX "commands_open_idx" ON "commands" USING btree ("not_after") WHERE state IN ('pending', 'dispatched', 'acked', 'running');--> statement-breakpoint
 CREATE INDEX "credentials_tenant_idx" ON "credentials" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "events_tenant_cursor_idx" ON "events" USING btree ("tenant_id","tx_id","seq");--> statement-breakpoint
+CREATE INDEX "events_cursor_idx" ON "events" USING btree ("tx_id","seq");--> statement-breakpoint
 CREATE INDEX "nodes_tenant_idx" ON "nodes" USING btree ("tenant_id");--> statement-breakpoint
 CREATE INDEX "nodes_site_idx" ON "nodes" USING btree ("site_id","kind");--> statement-breakpoint
 CREATE INDEX "sites_tenant_idx" ON "sites" USING btree ("tenant_id");--> statement-breakpoint

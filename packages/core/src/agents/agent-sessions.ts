@@ -1,4 +1,3 @@
-import type { Clock } from '../clock';
 import { ComputeError, type ErrorPath } from '../errors';
 import { newId } from '../ids';
 import type { SqlExecutor } from '../sql/executor';
@@ -6,6 +5,7 @@ import {
   AGENT_ROLES,
   type AgentRole,
   type AgentSession,
+  type AgentSessionRef,
   type ConnectedSiteAgent,
   type OpenAgentSessionInput,
   type SessionFreshness,
@@ -46,6 +46,13 @@ function requireText(value: unknown, path: ErrorPath): string {
   return value;
 }
 
+function requireClock(clock: unknown): { now(): Date } {
+  if (typeof (clock as { now?: unknown } | undefined)?.now !== 'function') {
+    throw new ComputeError('INVALID_INPUT', 'clock must be a Clock', { details: { path: ['clock'] } });
+  }
+  return clock as { now(): Date };
+}
+
 function staleBefore(freshness: SessionFreshness): Date {
   const { now } = freshness;
   if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
@@ -65,15 +72,12 @@ function staleBefore(freshness: SessionFreshness): Date {
  *
  * @example
  * ```ts
- * const session = await db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'ramdisk', bootId }, clock));
+ * const session = await db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'ramdisk', bootId, clock }));
  * ```
  */
-export async function openAgentSession(
-  tx: SqlExecutor,
-  input: OpenAgentSessionInput,
-  clock: Clock,
-): Promise<AgentSession> {
+export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionInput): Promise<AgentSession> {
   const nodeId = requireText(input?.nodeId, ['nodeId']);
+  const clock = requireClock(input.clock);
   if (!(AGENT_ROLES as readonly unknown[]).includes(input.role)) {
     throw new ComputeError('INVALID_INPUT', `role must be one of ${AGENT_ROLES.join(', ')}`, {
       details: { path: ['role'] },
@@ -113,11 +117,12 @@ async function sessionById(sql: SqlExecutor, sessionId: string): Promise<AgentSe
  *
  * @example
  * ```ts
- * await touchAgentSession(tx, session.id, clock);
+ * await touchAgentSession(tx, { sessionId: session.id, clock });
  * ```
  */
-export async function touchAgentSession(tx: SqlExecutor, sessionId: string, clock: Clock): Promise<AgentSession> {
-  requireText(sessionId, ['sessionId']);
+export async function touchAgentSession(tx: SqlExecutor, ref: AgentSessionRef): Promise<AgentSession> {
+  const sessionId = requireText(ref?.sessionId, ['sessionId']);
+  const clock = requireClock(ref.clock);
   const { rows } = await tx.query<SessionRow>(
     'UPDATE agent_sessions SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1 AND closed_at IS NULL RETURNING *',
     [sessionId, clock.now()],
@@ -134,11 +139,12 @@ export async function touchAgentSession(tx: SqlExecutor, sessionId: string, cloc
  *
  * @example
  * ```ts
- * await closeAgentSession(tx, session.id, clock);
+ * await closeAgentSession(tx, { sessionId: session.id, clock });
  * ```
  */
-export async function closeAgentSession(tx: SqlExecutor, sessionId: string, clock: Clock): Promise<AgentSession> {
-  requireText(sessionId, ['sessionId']);
+export async function closeAgentSession(tx: SqlExecutor, ref: AgentSessionRef): Promise<AgentSession> {
+  const sessionId = requireText(ref?.sessionId, ['sessionId']);
+  const clock = requireClock(ref.clock);
   const { rows } = await tx.query<SessionRow>(
     'UPDATE agent_sessions SET closed_at = $2 WHERE id = $1 AND closed_at IS NULL RETURNING *',
     [sessionId, clock.now()],

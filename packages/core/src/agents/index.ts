@@ -10,6 +10,7 @@ export {
   AGENT_ROLES,
   type AgentRole,
   type AgentSession,
+  type AgentSessionRef,
   type ConnectedSiteAgent,
   type OpenAgentSessionInput,
   type SessionFreshness,

@@ -1,3 +1,5 @@
+import type { Clock } from '../clock';
+
 /**
  * The roles an agent speaks as: a node's `bcd` (`node`), a site agent (`site`), the deploy ramdisk (`ramdisk`), an
  * installed OS that rejoined (`provisioned`) and an unknown machine being discovered (`discovery`).
@@ -23,11 +25,18 @@ export interface AgentSession {
   closedAt?: Date;
 }
 
-/** What opening a session takes. */
+/** What opening a session takes; `clock` stamps `connectedAt` and `lastSeenAt`. */
 export interface OpenAgentSessionInput {
   nodeId: string;
   role: AgentRole;
   bootId: string;
+  clock: Clock;
+}
+
+/** Which session to touch or close, and the clock that stamps it. */
+export interface AgentSessionRef {
+  sessionId: string;
+  clock: Clock;
 }
 
 /** When a session counts as connected: open, and seen within `staleAfterMs` (default 60,000) of `now`. */

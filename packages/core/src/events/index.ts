@@ -1,5 +1,5 @@
 export { decodeEventCursor, type EventPosition, encodeEventCursor } from './cursor';
-export { createEventBus, type EventBusOptions, MAX_EVENT_NAME_LENGTH } from './event-bus';
+export { createEventBus, type EventBusOptions, type KernelEventBus, MAX_EVENT_NAME_LENGTH } from './event-bus';
 export {
   DEFAULT_EVENTS_LIMIT,
   type EventsPage,
@@ -7,5 +7,11 @@ export {
   type ReadEventsInput,
   readEvents,
 } from './read-events';
-export { DEFAULT_EVENTS_POLL_MS, type SubscribeEventsOptions, subscribe, subscribeEvents } from './subscribe';
+export {
+  DEFAULT_EVENTS_POLL_MS,
+  type EventHandler,
+  type EventSubscription,
+  type SubscribeEventsOptions,
+  subscribeEvents,
+} from './subscribe';
 export type { ComputeEvent, EventBus, NewEvent } from './types';

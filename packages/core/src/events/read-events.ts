@@ -8,12 +8,19 @@ import type { ComputeEvent } from './types';
 export const DEFAULT_EVENTS_LIMIT = 100;
 export const MAX_EVENTS_LIMIT = 1000;
 
-/** What {@link readEvents} takes: the tenant, the cursor of the last page (none to start at the beginning), a limit. */
+/**
+ * What {@link readEvents} takes: the reading tenant, the cursor of the last page (none to start at the beginning), a
+ * limit, and `allTenants`, which only the tenant `root` may set, to read every tenant's events.
+ */
 export interface ReadEventsInput {
   tenantId: string;
   after?: string;
   limit?: number;
+  allTenants?: boolean;
 }
+
+/** The tenant that may read every tenant's events (with `allTenants: true`). */
+const ROOT_TENANT = 'root';
 
 /** A page of events and the cursor to pass as `after` next time (the same cursor when the page is empty). */
 export interface EventsPage {
@@ -37,6 +44,10 @@ interface EventRow {
  * is below the oldest transaction still running are returned: a transaction that began earlier but commits later can
  * therefore never land behind a cursor already handed out. A malformed `after` is INVALID_INPUT at `['after']`.
  *
+ * The tenant `root` reads its own events like any tenant; it reads every tenant's only when it asks with
+ * `allTenants: true`, which any other tenant is refused (PERMISSION_DENIED at `['allTenants']`). Events of the reader's
+ * own open transaction are not returned either: it is still running.
+ *
  * @example
  * ```ts
  * let page = await readEvents(db, { tenantId: 'acme' });
@@ -53,13 +64,25 @@ export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Prom
       details: { path: ['limit'] },
     });
   }
+  if (input.allTenants !== undefined && typeof input.allTenants !== 'boolean') {
+    throw new ComputeError('INVALID_INPUT', 'allTenants must be a boolean', { details: { path: ['allTenants'] } });
+  }
+  const allTenants = input.allTenants === true;
+  if (allTenants && input.tenantId !== ROOT_TENANT) {
+    throw new ComputeError('PERMISSION_DENIED', "only the tenant root may read every tenant's events", {
+      details: { path: ['allTenants'] },
+    });
+  }
   const from = input.after === undefined ? START_POSITION : decodeEventCursor(input.after, ['after']);
+  // Two texts rather than one with an OR, so each uses its own index: (tenant_id, tx_id, seq) or (tx_id, seq).
+  const params: unknown[] = [from.txId, from.seq, limit];
+  if (!allTenants) params.push(input.tenantId);
   const { rows } = await sql.query<EventRow>(
     `SELECT seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM events
-     WHERE tenant_id = $1 AND (tx_id, seq) > ($2::xid8, $3::bigint)
+     WHERE ${allTenants ? '' : 'tenant_id = $4 AND '}(tx_id, seq) > ($1::xid8, $2::bigint)
        AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-     ORDER BY tx_id, seq LIMIT $4`,
-    [input.tenantId, from.txId, from.seq, limit],
+     ORDER BY tx_id, seq LIMIT $3`,
+    params,
   );
   const events = rows.map(
     (row): ComputeEvent => ({

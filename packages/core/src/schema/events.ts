@@ -15,5 +15,9 @@ export const events = pgTable(
     data: jsonb('data').notNull(),
     at: tstz('at').notNull(),
   },
-  (t) => [index('events_tenant_cursor_idx').on(t.tenantId, t.txId, t.seq)],
+  // Per-tenant reads use the first index; root's all-tenant reads and in-process subscribers the second.
+  (t) => [
+    index('events_tenant_cursor_idx').on(t.tenantId, t.txId, t.seq),
+    index('events_cursor_idx').on(t.txId, t.seq),
+  ],
 );

@@ -20,7 +20,7 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
   let nodeId: string;
   let siteId: string;
   const open = (node: string, role: AgentRole = 'node', bootId = 'boot-1') =>
-    db.transaction((tx) => openAgentSession(tx, { nodeId: node, role, bootId }, clock));
+    db.transaction((tx) => openAgentSession(tx, { nodeId: node, role, bootId, clock }));
 
   beforeAll(async () => {
     scratch = await create();
@@ -66,10 +66,10 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
 
     it('refuses an unknown role, an empty boot id and an unknown node', async () => {
       await expect(
-        db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'admin' as 'node', bootId: 'b' }, clock)),
+        db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'admin' as 'node', bootId: 'b', clock })),
       ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['role'] } });
       await expect(
-        db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'node', bootId: '' }, clock)),
+        db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'node', bootId: '', clock })),
       ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['bootId'] } });
       await expect(open('node_missing')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     });
@@ -78,7 +78,7 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
       const session = await open(nodeId);
       clock.advance(59_000);
       expect(await currentAgentSession(db, nodeId, { now: clock.now() })).toBeDefined();
-      await db.transaction((tx) => touchAgentSession(tx, session.id, clock));
+      await db.transaction((tx) => touchAgentSession(tx, { sessionId: session.id, clock }));
       clock.advance(59_000);
       expect((await currentAgentSession(db, nodeId, { now: clock.now() }))?.lastSeenAt).toEqual(
         new Date(clock.now().getTime() - 59_000),
@@ -90,16 +90,20 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
 
     it('closes a session idempotently, after which touching it is INVALID_STATE', async () => {
       const session = await open(nodeId);
-      const closed = await db.transaction((tx) => closeAgentSession(tx, session.id, clock));
+      const closed = await db.transaction((tx) => closeAgentSession(tx, { sessionId: session.id, clock }));
       expect(closed.closedAt).toEqual(clock.now());
       clock.advance(1000);
-      expect(await db.transaction((tx) => closeAgentSession(tx, session.id, clock))).toEqual(closed);
+      expect(await db.transaction((tx) => closeAgentSession(tx, { sessionId: session.id, clock }))).toEqual(closed);
       expect(await currentAgentSession(db, nodeId, { now: clock.now() })).toBeUndefined();
-      await expect(db.transaction((tx) => touchAgentSession(tx, session.id, clock))).rejects.toMatchObject({
+      await expect(
+        db.transaction((tx) => touchAgentSession(tx, { sessionId: session.id, clock })),
+      ).rejects.toMatchObject({
         code: 'INVALID_STATE',
         details: { reason: 'session-closed' },
       });
-      await expect(db.transaction((tx) => closeAgentSession(tx, 'ses_missing', clock))).rejects.toMatchObject({
+      await expect(
+        db.transaction((tx) => closeAgentSession(tx, { sessionId: 'ses_missing', clock })),
+      ).rejects.toMatchObject({
         code: 'NOT_FOUND',
       });
     });
@@ -115,7 +119,7 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
       clock.advance(61_000);
       const session = await open(fresh, 'site');
       const closing = await open(closed, 'site');
-      await db.transaction((tx) => closeAgentSession(tx, closing.id, clock));
+      await db.transaction((tx) => closeAgentSession(tx, { sessionId: closing.id, clock }));
       await open(nodeId, 'node'); // a machine of the site, not a site agent
       const agents = await connectedSiteAgents(db, siteId, { now: clock.now() });
       expect(agents).toEqual([{ nodeId: fresh, session }]);

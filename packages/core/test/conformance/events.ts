@@ -133,14 +133,82 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
     });
   });
 
+  describe('tenants', () => {
+    it('lets root read only its own events unless it asks for every tenant', async () => {
+      await publish('acme.one', 'acme');
+      await publish('root.one', 'root');
+      await publish('globex.one', 'globex');
+      const own = await readEvents(db, { tenantId: 'root' });
+      expect(own.events.map((e) => e.type)).toEqual(['root.one']);
+      const all = await readEvents(db, { tenantId: 'root', allTenants: true, limit: 2 });
+      expect(all.events.map((e) => e.type)).toEqual(['acme.one', 'root.one']);
+      const rest = await readEvents(db, { tenantId: 'root', allTenants: true, after: all.cursor });
+      expect(rest.events.map((e) => [e.tenantId, e.type])).toEqual([['globex', 'globex.one']]);
+    });
+
+    it('refuses allTenants to any tenant but root with PERMISSION_DENIED', async () => {
+      await expect(readEvents(db, { tenantId: 'acme', allTenants: true })).rejects.toMatchObject({
+        code: 'PERMISSION_DENIED',
+        details: { path: ['allTenants'] },
+      });
+    });
+  });
+
+  describe('bus.subscribe', () => {
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    it('delivers soon after the publishing transaction commits, nudged rather than polled', async () => {
+      const live = createEventBus({ clock, db });
+      const seen: string[] = [];
+      // A poll interval far beyond the test's patience: only the nudge after publish can deliver in time.
+      const subscription = live.subscribe((event) => void seen.push(event.type), { tenantId: 'acme', pollMs: 600_000 });
+      await wait(30);
+      await db.transaction((tx) => live.publish(tx, { tenantId: 'acme', subject: 's', type: 'nudged', data: {} }));
+      await eventually(() => expect(seen).toEqual(['nudged']));
+      await subscription.unsubscribe();
+    });
+
+    it('delivers only the tenant asked for, or every tenant when none is given', async () => {
+      const live = createEventBus({ clock, db, pollMs: 20 });
+      const acme: string[] = [];
+      const every: string[] = [];
+      const one = live.subscribe((event) => void acme.push(event.type), { tenantId: 'acme' });
+      const all = live.subscribe((event) => void every.push(`${event.tenantId}:${event.type}`));
+      await db.transaction(async (tx) => {
+        await live.publish(tx, { tenantId: 'globex', subject: 's', type: 'g', data: {} });
+        await live.publish(tx, { tenantId: 'acme', subject: 's', type: 'a', data: {} });
+      });
+      await eventually(() => expect(every).toEqual(['globex:g', 'acme:a']));
+      await eventually(() => expect(acme).toEqual(['a']));
+      await Promise.all([one.unsubscribe(), all.unsubscribe()]);
+    });
+
+    it('stops delivering after unsubscribe', async () => {
+      const live = createEventBus({ clock, db, pollMs: 20 });
+      const seen: string[] = [];
+      const subscription = live.subscribe((event) => void seen.push(event.type), { tenantId: 'acme' });
+      await subscription.unsubscribe();
+      await db.transaction((tx) => live.publish(tx, { tenantId: 'acme', subject: 's', type: 'unheard', data: {} }));
+      await wait(400);
+      expect(seen).toEqual([]);
+    });
+
+    it('refuses to subscribe without a database with INVALID_CONFIG', () => {
+      expect(() => bus.subscribe(() => undefined)).toThrow(
+        expect.objectContaining({ code: 'INVALID_CONFIG', details: { path: ['db'] } }),
+      );
+    });
+  });
+
   describe('subscribeEvents', () => {
     it('delivers committed events in order and resumes from a cursor', async () => {
       await publish('before');
       const seen: ComputeEvent[] = [];
-      const stop = subscribeEvents(db, (event) => void seen.push(event), { tenantId: 'acme', pollMs: 20 });
+      const subscription = subscribeEvents(db, (event) => void seen.push(event), { tenantId: 'acme', pollMs: 20 });
       await publish('after');
       await eventually(() => expect(seen.map((e) => e.type)).toEqual(['before', 'after']));
-      await stop();
+      await subscription.unsubscribe();
+      expect(subscription.cursor).toBe(seen[1]?.cursor);
       await publish('later');
       const resumed: string[] = [];
       const again = subscribeEvents(db, (event) => void resumed.push(event.type), {
@@ -149,7 +217,7 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
         after: seen[1]?.cursor,
       });
       await eventually(() => expect(resumed).toEqual(['later']));
-      await again();
+      await again.unsubscribe();
     });
 
     it('retries an event whose handler threw, without skipping it', async () => {
@@ -158,7 +226,7 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
       let failures = 0;
       const seen: string[] = [];
       const errors: unknown[] = [];
-      const stop = subscribeEvents(
+      const subscription = subscribeEvents(
         db,
         (event) => {
           if (event.type === 'flaky' && failures++ === 0) throw new Error('once');
@@ -167,7 +235,7 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
         { tenantId: 'acme', pollMs: 20, onError: (error) => errors.push(error) },
       );
       await eventually(() => expect(seen).toEqual(['flaky', 'next']));
-      await stop();
+      await subscription.unsubscribe();
       expect(errors).toHaveLength(1);
     });
   });

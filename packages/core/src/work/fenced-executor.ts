@@ -35,11 +35,21 @@ export async function assertLeaseHeld(tx: SqlExecutor, lease: ShardLease): Promi
     'SELECT 1 FROM shard_leases WHERE shard = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE',
     [lease.shard, lease.workerId, lease.epoch],
   );
-  if (rowCount === 0) {
-    throw new ComputeError('INVALID_STATE', `worker ${lease.workerId} no longer holds shard ${lease.shard}`, {
-      details: { reason: 'fenced', shard: lease.shard, epoch: lease.epoch },
-    });
-  }
+  if (rowCount === 0) throw fencedError(lease);
+}
+
+/**
+ * The fencing refusal for a lease: INVALID_STATE with `details.reason: 'fenced'`.
+ *
+ * @example
+ * ```ts
+ * throw fencedError({ workerId, shard: 3, epoch: 7 });
+ * ```
+ */
+export function fencedError(lease: ShardLease): ComputeError {
+  return new ComputeError('INVALID_STATE', `worker ${lease.workerId} no longer holds shard ${lease.shard}`, {
+    details: { reason: 'fenced', shard: lease.shard, epoch: lease.epoch },
+  });
 }
 
 /**

@@ -1,4 +1,3 @@
-import { addMs } from '../clock';
 import type { SqlExecutor } from '../sql/executor';
 
 /** A work item as claimed: what finishing it needs to know. */
@@ -88,74 +87,4 @@ export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promi
       }))
       .sort((a, b) => a.notBefore.getTime() - b.notBefore.getTime());
   });
-}
-
-const RELEASE_CLAIM = 'claimed_by = NULL, claimed_at = NULL, enqueued_not_before = NULL';
-
-/**
- * Finishes an item whose reconciler returned nothing: deletes it if no enqueue arrived since the claim, else keeps it
- * due at the earliest time those enqueues asked for. Attempts reset either way.
- *
- * @example
- * ```ts
- * await db.transaction((tx) => finishDone(tx, item, clock.now()));
- * ```
- */
-export async function finishDone(tx: SqlExecutor, item: ClaimedItem, now: Date): Promise<void> {
-  // Two statements, not one: the second gets a fresh snapshot, so it sees an enqueue that committed while the DELETE
-  // waited for its row lock.
-  const deleted = await tx.query('DELETE FROM work_items WHERE kind = $1 AND key = $2 AND seq = $3', [
-    item.kind,
-    item.key,
-    item.seq,
-  ]);
-  if (deleted.rowCount > 0) return;
-  await tx.query(
-    `UPDATE work_items SET not_before = COALESCE(enqueued_not_before, not_before), attempts = 0, last_error = NULL,
-       ${RELEASE_CLAIM}, updated_at = $3
-     WHERE kind = $1 AND key = $2`,
-    [item.kind, item.key, now],
-  );
-}
-
-/**
- * Finishes an item whose reconciler asked to run again after `delayMs`: due then, or earlier if an enqueue since the
- * claim asked for earlier. Attempts reset.
- *
- * @example
- * ```ts
- * await db.transaction((tx) => finishRequeued(tx, item, clock.now(), 30_000));
- * ```
- */
-export async function finishRequeued(tx: SqlExecutor, item: ClaimedItem, now: Date, delayMs: number): Promise<void> {
-  await tx.query(
-    `UPDATE work_items SET not_before = LEAST($3::timestamptz, enqueued_not_before), attempts = 0, last_error = NULL,
-       ${RELEASE_CLAIM}, updated_at = $4
-     WHERE kind = $1 AND key = $2`,
-    [item.kind, item.key, addMs(now, delayMs), now],
-  );
-}
-
-/**
- * Finishes an item whose reconciler failed: one more attempt counted, the error text kept, due again after
- * `delayMs` (the backoff) or earlier if an enqueue since the claim asked for earlier.
- *
- * @example
- * ```ts
- * await db.transaction((tx) => finishFailed(tx, item, clock.now(), 4_000, 'TIMEOUT: no answer'));
- * ```
- */
-export async function finishFailed(
-  tx: SqlExecutor,
-  item: ClaimedItem,
-  now: Date,
-  delayMs: number,
-  error: string,
-): Promise<void> {
-  await tx.query(
-    `UPDATE work_items SET not_before = LEAST($3::timestamptz, enqueued_not_before), attempts = $4, last_error = $5,
-       ${RELEASE_CLAIM}, updated_at = $6
-     WHERE kind = $1 AND key = $2`,
-    [item.kind, item.key, addMs(now, delayMs), item.attempts + 1, error, now],
-  );
 }

@@ -4,16 +4,21 @@ import type { Logger } from '../kernel/logger';
 import type { ModuleContext, Reconciler } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { backoffDelayMs, describeFailure } from './backoff';
-import { isFencedError } from './fenced-executor';
-import { type ClaimedItem, finishDone, finishFailed, finishRequeued } from './items';
+import { isFencedError, type ShardLease } from './fenced-executor';
+import { finishItem } from './finish';
+import type { ClaimedItem } from './items';
 import type { BackoffOptions, WorkItemReport, WorkOutcome } from './types';
 
 /** What running one claimed item needs. */
 export interface ProcessItemInput {
   item: ClaimedItem;
   reconcilers: ReadonlyMap<string, Reconciler>;
+  /** Where the result is recorded. */
+  db: SqlExecutor;
   /** The executor the reconciler gets as `ctx.sql`, fenced in a worker. */
   sql: SqlExecutor;
+  /** The lease the item is processed under (a worker); recording the result is fenced by it. */
+  lease?: ShardLease;
   makeContext: (sql: SqlExecutor) => ModuleContext;
   clock: Clock;
   backoff: Required<BackoffOptions>;
@@ -55,13 +60,13 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
 }
 
 /**
- * Runs the reconciler of one claimed item and records the result through `sql.transaction` (so a worker's
+ * Runs the reconciler of one claimed item and records the result, fenced by `lease` when given (so a worker's
  * completion is fenced like the reconciler's writes). Never throws for what the reconciler did; a failure to record
  * the result (the database went away) does throw, and leaves the item to be claimed again.
  *
  * @example
  * ```ts
- * const report = await processItem({ item, reconcilers, sql: db, makeContext, clock, backoff: DEFAULT_BACKOFF, log });
+ * const report = await processItem({ item, reconcilers, db, sql: db, makeContext, clock, backoff: DEFAULT_BACKOFF, log });
  * ```
  */
 export async function processItem(input: ProcessItemInput): Promise<WorkItemReport> {
@@ -78,25 +83,21 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
     startedAt,
     finishedAt: clock.now(),
   });
-  if (result.outcome === 'failed' && isFencedError(result.error)) return report('fenced', item.attempts);
+  // A fenced reconciler is recorded like any failure: recording is fenced too, and turns into 'fenced' if the lease is
+  // really gone, while a stray fencing error under a held lease still gets its backoff.
+  const now = clock.now();
+  let attempts = 0;
   try {
-    return await input.sql.transaction(async (tx) => {
-      const now = clock.now();
-      if (result.outcome === 'done') {
-        await finishDone(tx, item, now);
-        return report('done', 0);
-      }
-      if (result.outcome === 'requeued') {
-        await finishRequeued(tx, item, now, result.delayMs);
-        return report('requeued', 0);
-      }
-      const attempts = item.attempts + 1;
+    if (result.outcome === 'failed') {
+      attempts = item.attempts + 1;
       const delayMs = backoffDelayMs(attempts, input.backoff);
       const error = describeFailure(result.error);
-      await finishFailed(tx, item, now, delayMs, error);
+      await finishItem(input.db, item, { outcome: 'failed', delayMs, error }, now, input.lease);
       log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });
-      return report('failed', attempts);
-    });
+    } else {
+      await finishItem(input.db, item, result, now, input.lease);
+    }
+    return report(result.outcome, attempts);
   } catch (err) {
     if (isFencedError(err)) return report('fenced', item.attempts);
     throw err;

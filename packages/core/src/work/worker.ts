@@ -189,6 +189,12 @@ class Worker implements WorkerHandle {
     while (!this.#stopping) {
       try {
         const free = this.#o.concurrency - this.#inFlight.size;
+        // Claim in batches: with items in flight, wait until half the slots are free (a completion wakes the loop),
+        // so a busy worker does not run one claim transaction per item.
+        if (this.#inFlight.size > 0 && free < Math.ceil(this.#o.concurrency / 2)) {
+          await this.#sleep(this.#o.pollMs);
+          continue;
+        }
         if (free > 0 && this.#claimableShards().length > 0) {
           const claimed = await this.#turns.run(() => this.#claim(free));
           if (claimed === free) continue;
@@ -228,8 +234,8 @@ class Worker implements WorkerHandle {
     // No epoch: the lease went between the claim and now; the new owner claims the item again.
     if (epoch === undefined) return;
     const { db, onItem } = this.#o;
-    const sql = new FencedExecutor(db, { workerId: this.id, shard: item.shard, epoch });
-    const done = processItem({ ...this.#o, item, sql })
+    const lease = { workerId: this.id, shard: item.shard, epoch };
+    const done = processItem({ ...this.#o, item, sql: new FencedExecutor(db, lease), lease })
       .then((report) => {
         this.#outcomes[report.outcome] += 1;
         if (report.outcome === 'fenced') {

@@ -222,7 +222,10 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
     it('treats a malformed reconciler result as a failure', async () => {
       await enqueue('r', 'odd');
       await run({ r: async () => ({ requeueAfterMs: -5 }) });
-      expect(await item('r', 'odd')).toMatchObject({ attempts: 1, last_error: expect.stringContaining('INVALID_STATE') });
+      expect(await item('r', 'odd')).toMatchObject({
+        attempts: 1,
+        last_error: expect.stringContaining('INVALID_STATE'),
+      });
     });
 
     it('reports each item to onItem with its outcome', async () => {
@@ -238,7 +241,11 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
             throw new ComputeError('CONFLICT', 'no');
           },
         },
-        { onItem: (r) => void (outcomes[r.key] = r.outcome) },
+        {
+          onItem: (r) => {
+            outcomes[r.key] = r.outcome;
+          },
+        },
       );
       expect(outcomes).toEqual({ a: 'done', b: 'requeued', c: 'failed' });
     });

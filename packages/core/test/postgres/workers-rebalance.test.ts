@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock';
+import type { SqlDatabase } from '../../src/sql';
+import { createWorkQueue, startWorker, type WorkerHandle } from '../../src/work';
+import { contextFactory, migrate, waitFor } from '../fixtures/work-support';
+import { type ScratchDatabase, scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
+
+const SHARDS = 16;
+
+describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
+  let scratch: ScratchDatabase;
+  let db: SqlDatabase;
+  const running: WorkerHandle[] = [];
+  const work = createWorkQueue({ clock: systemClock, shards: SHARDS });
+  let handled = 0;
+  // Two workers in one process, each with its own pool, as a benchmark or a server with several workers runs them.
+  const start = (workerId: string) =>
+    startWorker({
+      db: scratch.connect(),
+      clock: systemClock,
+      shards: SHARDS,
+      reconcilers: new Map([
+        [
+          'tick',
+          async () => {
+            handled += 1;
+          },
+        ],
+      ]),
+      makeContext: contextFactory(work),
+      workerId,
+      leaseMs: 1_500,
+      heartbeatMs: 100,
+      pollMs: 50,
+    }).then((w) => {
+      running.push(w);
+      return w;
+    });
+  const owners = async () => {
+    const { rows } = await db.query<{ worker_id: string | null; n: number }>(
+      'SELECT worker_id, count(*)::int AS n FROM shard_leases GROUP BY worker_id ORDER BY worker_id',
+    );
+    return Object.fromEntries(rows.map((r) => [r.worker_id ?? 'free', r.n]));
+  };
+
+  beforeAll(async () => {
+    scratch = await scratchPostgres();
+    db = scratch.db;
+    await migrate(db);
+  });
+  afterAll(async () => {
+    await Promise.all(running.map((w) => w.stop()));
+    await scratch?.drop();
+  });
+
+  it('splits the shards when a second worker joins and takes them back when it stops', async () => {
+    const a = await start('wrk_a');
+    expect(await owners()).toEqual({ wrk_a: SHARDS });
+
+    const b = await start('wrk_b');
+    await waitFor('the shards to be split evenly', async () => {
+      const now = await owners();
+      return now.wrk_a === SHARDS / 2 && now.wrk_b === SHARDS / 2;
+    });
+    // Live workers sorted by id, shard s to worker s mod n: a has the even shards, b the odd ones.
+    await waitFor(
+      'each worker to see its own leases',
+      () => a.stats().shards.length === 8 && b.stats().shards.length === 8,
+    );
+    expect(a.stats().shards).toEqual([0, 2, 4, 6, 8, 10, 12, 14]);
+    expect(b.stats().shards).toEqual([1, 3, 5, 7, 9, 11, 13, 15]);
+
+    // Both process their halves.
+    await db.transaction(async (tx) => {
+      for (let i = 0; i < 200; i += 1) await work.enqueue(tx, { kind: 'tick', key: `node_${i}` });
+    });
+    await waitFor('all items handled', () => handled >= 200);
+    expect(a.stats().processed).toBeGreaterThan(0);
+    expect(b.stats().processed).toBeGreaterThan(0);
+    expect(a.stats().processed + b.stats().processed).toBe(handled);
+
+    await b.stop();
+    await waitFor('the remaining worker to hold every shard', async () => (await owners()).wrk_a === SHARDS);
+  });
+});

@@ -56,7 +56,9 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       const leases = await db.query<{ worker_id: string | null }>('SELECT worker_id FROM shard_leases');
       expect(leases.rows).toHaveLength(SHARDS);
       expect(leases.rows.every((r) => r.worker_id === null)).toBe(true);
-      const row = await db.query<{ stopped_at: Date | null }>('SELECT stopped_at FROM workers WHERE id = $1', [worker.id]);
+      const row = await db.query<{ stopped_at: Date | null }>('SELECT stopped_at FROM workers WHERE id = $1', [
+        worker.id,
+      ]);
       expect(row.rows[0]?.stopped_at).toBeInstanceOf(Date);
     });
 
@@ -136,7 +138,10 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
         'node_f',
       ]);
       expect(rows).toEqual([{ attempts: 0 }]);
-      await waitFor('the worker to drop the lost shard', () => !worker.stats().shards.includes(shardOf('node_f', SHARDS)));
+      await waitFor(
+        'the worker to drop the lost shard',
+        () => !worker.stats().shards.includes(shardOf('node_f', SHARDS)),
+      );
       await worker.stop();
       const lease = await db.query<{ worker_id: string }>('SELECT worker_id FROM shard_leases WHERE shard = $1', [
         shardOf('node_f', SHARDS),

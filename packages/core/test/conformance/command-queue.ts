@@ -76,6 +76,22 @@ const kexec: CommandKindDefinition = {
   selfTerminating: true,
 };
 
+// Plain Standard Schemas validating asynchronously, as any library's may: one passes anything through, one refuses.
+const passThrough: CommandKindDefinition = {
+  name: 'test.raw',
+  payload: { '~standard': { version: 1, vendor: 'test', validate: async (value: unknown) => ({ value }) } },
+};
+const refusesPort: CommandKindDefinition = {
+  name: 'test.port',
+  payload: {
+    '~standard': {
+      version: 1,
+      vendor: 'test',
+      validate: async () => ({ issues: [{ message: 'port must be a number', path: [{ key: 'port' }] }] }),
+    },
+  },
+};
+
 /** The command queue contract, run once per backend. */
 export function defineCommandQueueConformance(create: () => Promise<ScratchDatabase>): void {
   let scratch: ScratchDatabase;
@@ -84,6 +100,8 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
   const kinds = createCommandKindRegistry([
     { moduleId: 'core', definition: reboot },
     { moduleId: 'metal', definition: kexec },
+    { moduleId: 'test', definition: passThrough },
+    { moduleId: 'test', definition: refusesPort },
   ]);
   let queue: KernelCommandQueue;
   let nodeId: string;
@@ -192,6 +210,24 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
           queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 7 }, key: 'k', notAfter: hour() }),
         ),
       ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['payload', 'kernel'] } });
+    });
+
+    it('refuses what an asynchronous schema refuses, and a payload its schema lets through that is not JSON', async () => {
+      const enqueueRaw = (kind: string, payload: unknown) =>
+        db.transaction((tx) =>
+          queue.enqueue(tx, { nodeId, kind, payload: payload as never, key: kind, notAfter: hour() }),
+        );
+      await expect(enqueueRaw('test.port', { port: 'x' })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['payload', 'port'] },
+      });
+      await expect(enqueueRaw('test.raw', { at: new Date() })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['payload', 'at'] },
+      });
+      expect(await enqueueRaw('test.raw', { ok: [1, 'two'] })).toMatchObject({ payload: { ok: [1, 'two'] } });
+      const { rows } = await db.query('SELECT key FROM commands');
+      expect(rows).toEqual([{ key: 'test.raw' }]);
     });
 
     it('refuses an empty or overlong key and a notAfter that is not in the future', async () => {

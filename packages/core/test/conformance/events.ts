@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ComputeError } from '../../src/errors';
-import { type ComputeEvent, createEventBus, readEvents, subscribeEvents } from '../../src/events';
+import { type ComputeEvent, createEventBus, type ReadEventsInput, readEvents, subscribeEvents } from '../../src/events';
 import type { SqlExecutor } from '../../src/sql';
 import type { ScratchDatabase } from '../support/databases';
 import { manualClock, prepareKernel, resetKernel } from './command-queue';
@@ -19,12 +19,35 @@ async function eventually(check: () => void): Promise<void> {
   }
 }
 
+/**
+ * Waits until every transaction that began before this call has ended. Readers see an event only once every older
+ * transaction of the whole server has finished (xmin is cluster-wide), so on a shared PostgreSQL another database's
+ * transaction can briefly hold a just-committed event back; a test that reads at once waits for that first.
+ */
+export async function olderTransactionsDone(db: SqlExecutor): Promise<void> {
+  const { rows } = await db.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const check = await db.query<{ done: boolean }>(
+      'SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS done',
+      [rows[0]?.xid],
+    );
+    if (check.rows[0]?.done) return;
+    if (Date.now() > until) throw new Error('a transaction older than the read is still running');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** The events outbox contract, run once per backend. */
 export function defineEventsConformance(create: () => Promise<ScratchDatabase>): void {
   let scratch: ScratchDatabase;
   let db: SqlExecutor;
   const clock = manualClock();
   const bus = createEventBus({ clock });
+  const read = async (input: ReadEventsInput) => {
+    await olderTransactionsDone(db);
+    return readEvents(db, input);
+  };
   const publish = (type: string, tenantId = 'acme', data: unknown = { type }) =>
     db.transaction((tx) => bus.publish(tx, { tenantId, subject: 'node/n1', type, data: data as never }));
 
@@ -43,7 +66,7 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
   describe('publish', () => {
     it('stores the event with an evt_ id, the clock time and its data', async () => {
       await publish('node.deployed', 'acme', { nodeId: 'n1', disks: [1, 2] });
-      const { events } = await readEvents(db, { tenantId: 'acme' });
+      const { events } = await read({ tenantId: 'acme' });
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({
         tenantId: 'acme',
@@ -78,7 +101,7 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
         }),
       ).rejects.toMatchObject({ code: 'CONFLICT' });
       await publish('kept');
-      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['kept']);
+      expect((await read({ tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['kept']);
     });
   });
 
@@ -87,27 +110,25 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
       await publish('a');
       await publish('x', 'globex');
       await publish('b');
-      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['a', 'b']);
-      expect((await readEvents(db, { tenantId: 'globex' })).events.map((e) => e.type)).toEqual(['x']);
+      expect((await read({ tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['a', 'b']);
+      expect((await read({ tenantId: 'globex' })).events.map((e) => e.type)).toEqual(['x']);
     });
 
     it('resumes exactly after the cursor, and an empty page keeps the cursor', async () => {
       for (const type of ['a', 'b', 'c', 'd', 'e']) await publish(type);
-      const first = await readEvents(db, { tenantId: 'acme', limit: 2 });
-      const second = await readEvents(db, { tenantId: 'acme', after: first.cursor, limit: 2 });
-      const third = await readEvents(db, { tenantId: 'acme', after: second.cursor, limit: 2 });
+      const first = await read({ tenantId: 'acme', limit: 2 });
+      const second = await read({ tenantId: 'acme', after: first.cursor, limit: 2 });
+      const third = await read({ tenantId: 'acme', after: second.cursor, limit: 2 });
       expect([first, second, third].map((page) => page.events.map((e) => e.type))).toEqual([
         ['a', 'b'],
         ['c', 'd'],
         ['e'],
       ]);
       expect(second.events[0]?.cursor).not.toBe(first.cursor);
-      const empty = await readEvents(db, { tenantId: 'acme', after: third.cursor });
+      const empty = await read({ tenantId: 'acme', after: third.cursor });
       expect(empty).toEqual({ events: [], cursor: third.cursor });
       await publish('f');
-      expect((await readEvents(db, { tenantId: 'acme', after: empty.cursor })).events.map((e) => e.type)).toEqual([
-        'f',
-      ]);
+      expect((await read({ tenantId: 'acme', after: empty.cursor })).events.map((e) => e.type)).toEqual(['f']);
     });
 
     it('orders events of one transaction by their sequence', async () => {
@@ -116,18 +137,18 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
           await bus.publish(tx, { tenantId: 'acme', subject: 's', type, data: {} });
         }
       });
-      expect((await readEvents(db, { tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['one', 'two', 'three']);
+      expect((await read({ tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['one', 'two', 'three']);
     });
 
     it('refuses a malformed cursor with INVALID_INPUT at after', async () => {
-      const { cursor } = await readEvents(db, { tenantId: 'acme' });
+      const { cursor } = await read({ tenantId: 'acme' });
       for (const after of ['', 'nonsense', `${cursor}x`, 'ev1.bm90Lm51bWJlcnM', 'ev1.MS4yLjM']) {
-        await expect(readEvents(db, { tenantId: 'acme', after })).rejects.toMatchObject({
+        await expect(read({ tenantId: 'acme', after })).rejects.toMatchObject({
           code: 'INVALID_INPUT',
           details: { path: ['after'] },
         });
       }
-      await expect(readEvents(db, { tenantId: 'acme', limit: 0 })).rejects.toMatchObject({
+      await expect(read({ tenantId: 'acme', limit: 0 })).rejects.toMatchObject({
         details: { path: ['limit'] },
       });
     });
@@ -138,16 +159,16 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
       await publish('acme.one', 'acme');
       await publish('root.one', 'root');
       await publish('globex.one', 'globex');
-      const own = await readEvents(db, { tenantId: 'root' });
+      const own = await read({ tenantId: 'root' });
       expect(own.events.map((e) => e.type)).toEqual(['root.one']);
-      const all = await readEvents(db, { tenantId: 'root', allTenants: true, limit: 2 });
+      const all = await read({ tenantId: 'root', allTenants: true, limit: 2 });
       expect(all.events.map((e) => e.type)).toEqual(['acme.one', 'root.one']);
-      const rest = await readEvents(db, { tenantId: 'root', allTenants: true, after: all.cursor });
+      const rest = await read({ tenantId: 'root', allTenants: true, after: all.cursor });
       expect(rest.events.map((e) => [e.tenantId, e.type])).toEqual([['globex', 'globex.one']]);
     });
 
     it('refuses allTenants to any tenant but root with PERMISSION_DENIED', async () => {
-      await expect(readEvents(db, { tenantId: 'acme', allTenants: true })).rejects.toMatchObject({
+      await expect(read({ tenantId: 'acme', allTenants: true })).rejects.toMatchObject({
         code: 'PERMISSION_DENIED',
         details: { path: ['allTenants'] },
       });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createEventBus, readEvents } from '../../src/events';
 import { manualClock, prepareKernel, resetKernel } from '../conformance/command-queue';
-import { defineEventsConformance } from '../conformance/events';
+import { defineEventsConformance, olderTransactionsDone } from '../conformance/events';
 import { scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
 
 describe.runIf(TEST_DATABASE_URL)('postgres', () => {
@@ -35,6 +35,7 @@ describe.runIf(TEST_DATABASE_URL)('postgres', () => {
       expect(between.events.map((e) => e.type)).toEqual([]);
       release();
       await slow;
+      await olderTransactionsDone(scratch.db);
       const after = await readEvents(scratch.db, { tenantId: 'acme', after: between.cursor });
       expect(after.events.map((e) => e.type)).toEqual(['slow', 'fast']);
       const seqs = await scratch.db.query<{ type: string; seq: number }>('SELECT type, seq FROM events ORDER BY seq');

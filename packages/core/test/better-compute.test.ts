@@ -204,4 +204,28 @@ describe('betterCompute', () => {
     const { rows } = await database.query<{ n: number }>('SELECT count(*)::int AS n FROM tenants');
     expect(rows[0]?.n).toBe(1);
   });
+
+  it('delivers a committed event to a subscriber of compute.events, and never a rolled-back one', async () => {
+    compute = await betterCompute({ clock });
+    const got: string[] = [];
+    const subscription = compute.events.subscribe(
+      async (event) => {
+        got.push(event.type);
+      },
+      { tenantId: 'root', pollMs: 20 },
+    );
+    const { events } = compute.context;
+    await compute.database
+      .transaction(async (tx) => {
+        await events.publish(tx, { tenantId: 'root', subject: 'node/a', type: 'test.rolledBack', data: {} });
+        throw new Error('roll back');
+      })
+      .catch(() => undefined);
+    await compute.database.transaction((tx) =>
+      events.publish(tx, { tenantId: 'root', subject: 'node/a', type: 'test.committed', data: { n: 1 } }),
+    );
+    for (let i = 0; i < 100 && got.length === 0; i += 1) await new Promise((r) => setTimeout(r, 20));
+    await subscription.unsubscribe();
+    expect(got).toEqual(['test.committed']);
+  });
 });

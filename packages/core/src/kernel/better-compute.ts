@@ -4,7 +4,7 @@ import type { ApiGroup } from '../api/types';
 import { type Clock, systemClock } from '../clock';
 import { createCommandKindRegistry, createCommandQueue } from '../commands';
 import { ComputeError } from '../errors';
-import { createEventBus } from '../events';
+import { createEventBus, type KernelEventBus } from '../events';
 import { applyMigrations, loadMigrations, readMigrationFolder } from '../migrations';
 import { coreMigrationsFolder } from '../migrations-folder';
 import type { PkiPort } from '../ports/pki';
@@ -45,6 +45,8 @@ export interface RunningWorker {
 export interface Compute {
   readonly database: SqlDatabase;
   readonly registry: ModuleRegistry;
+  /** The events outbox: `compute.events.subscribe(handler, { tenantId })` hears every committed event. */
+  readonly events: KernelEventBus;
   /** The context modules get; `context.sql` is the database. */
   readonly context: ModuleContext;
   /** `compute.api.<group>.<method>(token, input)`. */
@@ -120,7 +122,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
   const work = createWorkQueue({ clock, shards });
   const policies = registry.modules.flatMap((module) => (module.commandPolicy ? [module.commandPolicy] : []));
   const commands = createCommandQueue({ kinds, clock, work, policies });
-  const events = createEventBus({ clock });
+  const events = createEventBus({ clock, db: database });
   const makeContext = (sql: SqlExecutor): ModuleContext => ({
     sql,
     clock,
@@ -143,6 +145,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
   return {
     database,
     registry,
+    events,
     context,
     api: dispatcher.api,
     handler: createFetchHandler(dispatcher),

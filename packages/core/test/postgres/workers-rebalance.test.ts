@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock';
 import type { SqlDatabase } from '../../src/sql';
-import { createWorkQueue, startWorker, type WorkerHandle } from '../../src/work';
+import { createWorkQueue, shardOf, startWorker, type WorkerHandle } from '../../src/work';
 import { contextFactory, migrate, waitFor } from '../fixtures/work-support';
 import { type ScratchDatabase, scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
 
@@ -13,6 +13,8 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
   const running: WorkerHandle[] = [];
   const work = createWorkQueue({ clock: systemClock, shards: SHARDS });
   let handled = 0;
+  let openGate: () => void = () => undefined;
+  let gateStarted = false;
   // Two workers in one process, each with its own pool, as a benchmark or a server with several workers runs them.
   const start = (workerId: string) =>
     startWorker({
@@ -24,6 +26,15 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
           'tick',
           async () => {
             handled += 1;
+          },
+        ],
+        [
+          'gated',
+          async () => {
+            gateStarted = true;
+            await new Promise<void>((resolve) => {
+              openGate = resolve;
+            });
           },
         ],
       ]),
@@ -47,6 +58,10 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
     scratch = await scratchPostgres();
     db = scratch.db;
     await migrate(db);
+  });
+  beforeEach(async () => {
+    await Promise.all(running.splice(0).map((w) => w.stop()));
+    await db.query('TRUNCATE work_items, shard_leases, workers');
   });
   afterAll(async () => {
     await Promise.all(running.map((w) => w.stop()));
@@ -81,5 +96,22 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
 
     await b.stop();
     await waitFor('the remaining worker to hold every shard', async () => (await owners()).wrk_a === SHARDS);
+  });
+
+  it('hands over a shard with an item in flight only after the item finishes', async () => {
+    // A key on an odd shard: wrk_b's once it joins.
+    const key = Array.from({ length: 100 }, (_, i) => `node_g${i}`).find((k) => shardOf(k, SHARDS) % 2 === 1) ?? '';
+    const shard = shardOf(key, SHARDS);
+    const a = await start('wrk_a');
+    await db.transaction((tx) => work.enqueue(tx, { kind: 'gated', key }));
+    await waitFor('the gated item to start on wrk_a', () => gateStarted);
+    const b = await start('wrk_b');
+    await waitFor('wrk_b to hold its other shards', () => b.stats().shards.length === SHARDS / 2 - 1);
+    expect(b.stats().shards).not.toContain(shard);
+    expect(a.stats().shards).toContain(shard);
+    openGate();
+    await waitFor('wrk_b to take the shard once the item finished', () => b.stats().shards.includes(shard));
+    expect(a.stats().byOutcome).toMatchObject({ done: 1, fenced: 0 });
+    expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
   });
 });

@@ -2,7 +2,14 @@ import { ComputeError, isComputeError } from '../errors';
 import { isSqlError } from '../sql/sql-error';
 import type { BackoffOptions } from './types';
 
-/** The backoff after reconciler errors when none is configured: 1 s doubling to 5 minutes. */
+/**
+ * The backoff after reconciler errors when none is configured: 1 s doubling to 5 minutes.
+ *
+ * @example
+ * ```ts
+ * backoffDelayMs(2, DEFAULT_BACKOFF); // 2000
+ * ```
+ */
 export const DEFAULT_BACKOFF: Readonly<Required<BackoffOptions>> = Object.freeze({ baseMs: 1_000, maxMs: 300_000 });
 
 /**

@@ -1,6 +1,13 @@
 import { ComputeError } from '../errors';
 
-/** The number of shards when none is configured. */
+/**
+ * The number of shards when none is configured.
+ *
+ * @example
+ * ```ts
+ * shardOf(nodeId, DEFAULT_SHARDS);
+ * ```
+ */
 export const DEFAULT_SHARDS = 64;
 
 const FNV_OFFSET = 0x811c9dc5;

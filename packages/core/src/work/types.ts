@@ -57,5 +57,12 @@ export interface WorkItemReport {
   finishedAt: Date;
 }
 
-/** The channel every enqueue notifies, with the item's shard as the payload. */
+/**
+ * The channel every enqueue notifies, with the item's shard as the payload.
+ *
+ * @example
+ * ```ts
+ * await db.listen(WORK_CHANNEL, (shard) => console.log('work for shard', Number(shard)));
+ * ```
+ */
 export const WORK_CHANNEL = 'bc_work';

@@ -8,7 +8,14 @@ import { resolveBackoff } from './backoff';
 import { assertShardCount, DEFAULT_SHARDS } from './shard';
 import type { BackoffOptions, WorkItemReport } from './types';
 
-/** The worker defaults: 8 items at once, 15 s leases renewed every 5 s, a 1 s polling floor. */
+/**
+ * The worker defaults: 8 items at once, 15 s leases renewed every 5 s, a 1 s polling floor.
+ *
+ * @example
+ * ```ts
+ * startWorker({ ...options, leaseMs: WORKER_DEFAULTS.leaseMs * 2 });
+ * ```
+ */
 export const WORKER_DEFAULTS = Object.freeze({ concurrency: 8, leaseMs: 15_000, heartbeatMs: 5_000, pollMs: 1_000 });
 
 /** Options of {@link startWorker}. */

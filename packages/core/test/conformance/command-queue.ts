@@ -10,26 +10,16 @@ import {
 import { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';
 import { field, manifest } from '../../src/manifest';
-import { applyMigrations, readMigrationFolder } from '../../src/migrations';
-import { coreMigrationsFolder } from '../../src/migrations-folder';
 import type { SqlExecutor } from '../../src/sql';
 import type { WorkQueue } from '../../src/work';
 import type { ScratchDatabase } from '../support/databases';
+import { manualClock, migrateCore } from '../support/kernel';
 
-/** A clock a test moves by hand. */
-export function manualClock(start = '2026-03-01T00:00:00Z'): Clock & { advance(ms: number): void } {
-  let t = new Date(start).getTime();
-  return {
-    now: () => new Date(t),
-    advance: (ms) => {
-      t += ms;
-    },
-  };
-}
+export { manualClock };
 
 /** Applies the kernel migrations and creates the table the recording work queue writes to. */
 export async function prepareKernel(db: SqlExecutor, clock: Clock): Promise<void> {
-  await applyMigrations(db, [{ module: 'core', migrations: await readMigrationFolder(coreMigrationsFolder) }], clock);
+  await migrateCore(db, clock);
   await db.query('CREATE TABLE test_wakes (seq serial PRIMARY KEY, kind text NOT NULL, key text NOT NULL)');
 }
 

@@ -11,26 +11,11 @@ import {
 import type { Clock } from '../../src/clock';
 import type { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';
-import { applyMigrations, readMigrationFolder } from '../../src/migrations';
-import { coreMigrationsFolder } from '../../src/migrations-folder';
 import type { SqlExecutor } from '../../src/sql';
 import type { ScratchDatabase } from '../support/databases';
+import { manualClock, migrateCore } from '../support/kernel';
 
-/** A clock a test moves by hand. */
-export function manualClock(start = '2026-03-01T00:00:00Z'): Clock & { advance(ms: number): void } {
-  let now = new Date(start).getTime();
-  return {
-    now: () => new Date(now),
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
-
-/** Applies the kernel migrations to a scratch database (once). */
-export async function migrateCore(db: SqlExecutor, clock: Clock): Promise<void> {
-  await applyMigrations(db, [{ module: 'core', migrations: await readMigrationFolder(coreMigrationsFolder) }], clock);
-}
+export { manualClock, migrateCore } from '../support/kernel';
 
 /** Empties the tables the API tests use and inserts the tenants `root`, `acme` and `globex`. */
 export async function resetTenants(db: SqlExecutor, clock: Clock): Promise<void> {

@@ -228,4 +228,18 @@ describe('betterCompute', () => {
     await subscription.unsubscribe();
     expect(got).toEqual(['test.committed']);
   });
+
+  it('fails with the error a module init throws, leaving a database the caller passed open', async () => {
+    database = await createPgliteDatabase();
+    const failing: ComputeModule = {
+      id: 'failing',
+      init: () => {
+        throw new ComputeError('INVALID_CONFIG', 'missing port', { details: { path: ['pki'] } });
+      },
+    };
+    const err = await refusal(betterCompute({ database, modules: [failing] }));
+    expect(err.details.path).toEqual(['pki']);
+    // A database the caller passed stays open for the caller.
+    await expect(database.query('SELECT 1')).resolves.toMatchObject({ rowCount: 1 });
+  });
 });

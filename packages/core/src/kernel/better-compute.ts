@@ -136,7 +136,12 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
     ...(options.secrets ? { secrets: options.secrets } : {}),
   });
   const context = makeContext(database);
-  for (const module of registry.modules) await module.init?.(context);
+  try {
+    for (const module of registry.modules) await module.init?.(context);
+  } catch (err) {
+    if (ownsDatabase) await database.close();
+    throw err;
+  }
 
   const dispatcher = createApi({ groups: registry.apiGroups, makeContext: () => context, sql: database });
   const running: RunningWorker[] = [];

@@ -1,6 +1,6 @@
 import { addMs } from '../clock';
 import type { SqlExecutor } from '../sql/executor';
-import { fencedError, type ShardLease } from './fenced-executor';
+import { fencedError, isFencedError, type ShardLease } from './fenced-executor';
 import type { ClaimedItem } from './items';
 
 /** How a reconciler's pass over an item is recorded. */
@@ -62,15 +62,7 @@ export async function finishItem(
       item.seq,
     ]);
     if (deleted > 0) return;
-    // A second statement, with a fresh snapshot: it sees an enqueue that committed while the DELETE waited for it.
-    await guarded(
-      db,
-      lease,
-      `UPDATE work_items SET not_before = COALESCE(enqueued_not_before, not_before), attempts = 0, last_error = NULL,
-         ${RELEASE_CLAIM}, updated_at = $3
-       WHERE kind = $1 AND key = $2`,
-      [...key, now],
-    );
+    await keepForLaterEnqueue(db, item, now, lease);
     return;
   }
   const attempts = finish.outcome === 'failed' ? item.attempts + 1 : 0;
@@ -82,5 +74,94 @@ export async function finishItem(
        ${RELEASE_CLAIM}, updated_at = $6
      WHERE kind = $1 AND key = $2`,
     [...key, addMs(now, finish.delayMs), attempts, error, now],
+  );
+}
+
+// A done item whose seq changed since its claim stays, due at the earliest time the enqueues since then asked for. A
+// statement of its own, with a fresh snapshot: it sees an enqueue that committed while the DELETE waited for it.
+async function keepForLaterEnqueue(db: SqlExecutor, item: ClaimedItem, now: Date, lease?: ShardLease): Promise<void> {
+  await guarded(
+    db,
+    lease,
+    `UPDATE work_items SET not_before = COALESCE(enqueued_not_before, not_before), attempts = 0, last_error = NULL,
+       ${RELEASE_CLAIM}, updated_at = $3
+     WHERE kind = $1 AND key = $2`,
+    [item.kind, item.key, now],
+  );
+}
+
+/** A done item of a worker, with the lease it was claimed under. */
+export interface LeasedItem {
+  item: ClaimedItem;
+  lease: ShardLease;
+}
+
+/** How finishing one item of a batch ended: deleted, kept for an enqueue since its claim, or fenced. */
+export type BatchOutcome = 'deleted' | 'kept' | 'fenced';
+
+/**
+ * Records `done` for several items of one worker at once, as {@link finishItem} does for each: one statement
+ * share-locks every lease row involved (in shard order, so batches cannot deadlock a takeover) and deletes the items
+ * whose shard is still held at their epoch and whose `seq` is unchanged; each item whose `seq` changed is then kept by
+ * a statement of its own. The fencing rule holds per item: a takeover of any of those shards waits for the statement,
+ * and an item whose lease is gone is left untouched and answered `fenced`. Returns one outcome per item, in order.
+ *
+ * @example
+ * ```ts
+ * const outcomes = await finishDoneBatch(db, [{ item, lease }], clock.now());
+ * ```
+ */
+export async function finishDoneBatch(
+  db: SqlExecutor,
+  batch: readonly LeasedItem[],
+  now: Date,
+): Promise<BatchOutcome[]> {
+  if (batch.length === 0) return [];
+  const leases = new Map<string, ShardLease>();
+  for (const { lease } of batch) leases.set(`${lease.workerId}|${lease.shard}|${lease.epoch}`, lease);
+  const held = [...leases.values()].sort((a, b) => a.shard - b.shard || a.epoch - b.epoch);
+  const { rows } = await db.query<{ what: string; kind: string; key: string }>(
+    `WITH lease AS (
+       SELECT l.shard, l.worker_id, l.epoch FROM shard_leases l
+       JOIN unnest($5::int[], $6::text[], $7::int8[]) AS h(shard, worker_id, epoch)
+         ON l.shard = h.shard AND l.worker_id = h.worker_id AND l.epoch = h.epoch
+       ORDER BY l.shard FOR SHARE OF l
+     ), deleted AS (
+       DELETE FROM work_items w
+       USING unnest($1::text[], $2::text[], $3::int8[], $4::int[], $8::text[], $9::int8[])
+         AS c(kind, key, seq, shard, worker_id, epoch)
+       WHERE w.kind = c.kind AND w.key = c.key AND w.seq = c.seq
+         AND EXISTS (SELECT 1 FROM lease WHERE lease.shard = c.shard AND lease.worker_id = c.worker_id
+                     AND lease.epoch = c.epoch)
+       RETURNING w.kind, w.key
+     )
+     SELECT 'held' AS what, shard::text AS kind, epoch::text AS key FROM lease
+     UNION ALL SELECT 'deleted', kind, key FROM deleted`,
+    [
+      batch.map((b) => b.item.kind),
+      batch.map((b) => b.item.key),
+      batch.map((b) => b.item.seq),
+      batch.map((b) => b.item.shard),
+      held.map((l) => l.shard),
+      held.map((l) => l.workerId),
+      held.map((l) => l.epoch),
+      batch.map((b) => b.lease.workerId),
+      batch.map((b) => b.lease.epoch),
+    ],
+  );
+  const heldShards = new Set(rows.filter((r) => r.what === 'held').map((r) => `${r.kind}|${r.key}`));
+  const deleted = new Set(rows.filter((r) => r.what === 'deleted').map((r) => JSON.stringify([r.kind, r.key])));
+  return Promise.all(
+    batch.map(async ({ item, lease }): Promise<BatchOutcome> => {
+      if (deleted.has(JSON.stringify([item.kind, item.key]))) return 'deleted';
+      if (!heldShards.has(`${lease.shard}|${lease.epoch}`)) return 'fenced';
+      try {
+        await keepForLaterEnqueue(db, item, now, lease);
+        return 'kept';
+      } catch (err) {
+        if (isFencedError(err)) return 'fenced';
+        throw err;
+      }
+    }),
   );
 }

@@ -47,44 +47,48 @@ interface ItemRow {
  * ```
  */
 export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promise<ClaimedItem[]> {
-  return db.transaction(async (tx) => {
-    const params: unknown[] = [filter.now, [...(filter.busyKeys ?? [])], filter.limit * 2];
-    let where = 'w.not_before <= $1 AND NOT (w.key = ANY($2::text[]))';
-    if (filter.shards) {
-      params.push([...filter.shards]);
-      where += ` AND w.shard = ANY($${params.length}::int[])`;
-    }
-    if (filter.leaseHolder !== undefined) {
-      params.push(filter.leaseHolder);
-      where += ` AND EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = w.shard AND l.worker_id = $${params.length})`;
-    }
-    // Twice the limit, so items whose key repeats (another kind of the same node) leave room for others.
-    const candidates = await tx.query<{ kind: string; key: string }>(
-      `SELECT w.kind, w.key FROM work_items w WHERE ${where} ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED`,
-      params,
-    );
-    const keys = new Set<string>();
-    const distinct = filter.distinctKeys ?? true;
-    const chosen = candidates.rows
-      .filter((row) => !distinct || (!keys.has(row.key) && keys.add(row.key)))
-      .slice(0, filter.limit);
-    if (chosen.length === 0) return [];
-    const { rows } = await tx.query<ItemRow>(
-      `UPDATE work_items w SET claimed_by = $1, claimed_at = $2, enqueued_not_before = NULL
-       FROM unnest($3::text[], $4::text[]) AS c(kind, key)
-       WHERE w.kind = c.kind AND w.key = c.key
-       RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before`,
-      [filter.claimant, filter.now, chosen.map((r) => r.kind), chosen.map((r) => r.key)],
-    );
-    return rows
-      .map((r) => ({
-        kind: r.kind,
-        key: r.key,
-        shard: r.shard,
-        seq: r.seq,
-        attempts: r.attempts,
-        notBefore: r.not_before,
-      }))
-      .sort((a, b) => a.notBefore.getTime() - b.notBefore.getTime());
-  });
+  const params: unknown[] = [filter.now, [...(filter.busyKeys ?? [])], filter.limit * 2, filter.limit, filter.claimant];
+  let where = 'w.not_before <= $1 AND NOT (w.key = ANY($2::text[]))';
+  if (filter.shards) {
+    params.push([...filter.shards]);
+    where += ` AND w.shard = ANY($${params.length}::int[])`;
+  }
+  if (filter.leaseHolder !== undefined) {
+    params.push(filter.leaseHolder);
+    where += ` AND EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = w.shard AND l.worker_id = $${params.length})`;
+  }
+  const distinct = filter.distinctKeys ?? true;
+  // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
+  // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
+  // not chosen are free again when the statement ends.
+  const { rows } = await db.query<ItemRow>(
+    `WITH candidates AS (
+       SELECT w.kind, w.key, w.not_before FROM work_items w WHERE ${where}
+       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+     ), ranked AS (
+       SELECT kind, key, not_before,
+         ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY not_before, kind)' : '1'} AS nth
+       FROM candidates
+     ), chosen AS (
+       SELECT kind, key FROM ranked WHERE nth = 1 ORDER BY not_before, kind, key LIMIT $4
+     )
+     UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL
+     FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
+     RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before`,
+    params,
+  );
+  return rows
+    .map((r) => ({
+      kind: r.kind,
+      key: r.key,
+      shard: r.shard,
+      seq: r.seq,
+      attempts: r.attempts,
+      notBefore: r.not_before,
+    }))
+    .sort((a, b) => a.notBefore.getTime() - b.notBefore.getTime() || cmp(a.kind, b.kind) || cmp(a.key, b.key));
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -19,6 +19,10 @@ export interface ProcessItemInput {
   sql: SqlExecutor;
   /** The lease the item is processed under (a worker); recording the result is fenced by it. */
   lease?: ShardLease;
+  /**
+   * Records `done` instead of {@link finishItem} (a worker batches completions); answers whether the item was fenced.
+   */
+  recordDone?: (item: ClaimedItem, now: Date) => Promise<'deleted' | 'kept' | 'fenced'>;
   makeContext: (sql: SqlExecutor) => ModuleContext;
   clock: Clock;
   backoff: Required<BackoffOptions>;
@@ -94,6 +98,8 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
       const error = describeFailure(result.error);
       await finishItem(input.db, item, { outcome: 'failed', delayMs, error }, now, input.lease);
       log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });
+    } else if (result.outcome === 'done' && input.recordDone) {
+      if ((await input.recordDone(item, now)) === 'fenced') return report('fenced', item.attempts);
     } else {
       await finishItem(input.db, item, result, now, input.lease);
     }

@@ -1,6 +1,7 @@
 import { addMs } from '../clock';
 import { Mutex } from '../sql/mutex';
 import { describeFailure } from './backoff';
+import { CompletionBatcher } from './completion-batcher';
 import { FencedExecutor } from './fenced-executor';
 import { type ClaimedItem, claimDueItems } from './items';
 import {
@@ -44,6 +45,7 @@ const PRUNE_AFTER_MS = 3_600_000;
 class Worker implements WorkerHandle {
   readonly id: string;
   readonly #o: ResolvedWorkerOptions;
+  readonly #completions: CompletionBatcher;
   // Claiming and rebalancing take turns, so a shard is never released while a claim from it is under way.
   readonly #turns = new Mutex();
   readonly #owned = new Map<number, number>(); // shard → epoch
@@ -64,6 +66,7 @@ class Worker implements WorkerHandle {
   constructor(options: ResolvedWorkerOptions) {
     this.#o = options;
     this.id = options.workerId;
+    this.#completions = new CompletionBatcher(options.db, options.clock);
   }
 
   async start(): Promise<void> {
@@ -235,7 +238,8 @@ class Worker implements WorkerHandle {
     if (epoch === undefined) return;
     const { db, onItem } = this.#o;
     const lease = { workerId: this.id, shard: item.shard, epoch };
-    const done = processItem({ ...this.#o, item, sql: new FencedExecutor(db, lease), lease })
+    const recordDone = (claimed: ClaimedItem) => this.#completions.record(claimed, lease);
+    const done = processItem({ ...this.#o, item, sql: new FencedExecutor(db, lease), lease, recordDone })
       .then((report) => {
         this.#outcomes[report.outcome] += 1;
         if (report.outcome === 'fenced') {

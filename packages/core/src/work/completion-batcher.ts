@@ -50,7 +50,9 @@ export class CompletionBatcher {
       const batch = this.#waiting.splice(0, MAX_BATCH);
       try {
         const outcomes = await finishDoneBatch(this.db, batch, this.clock.now());
-        batch.forEach((w, i) => w.resolve(outcomes[i] ?? 'fenced'));
+        batch.forEach((w, i) => {
+          w.resolve(outcomes[i] ?? 'fenced');
+        });
       } catch (err) {
         for (const w of batch) w.reject(err);
       }

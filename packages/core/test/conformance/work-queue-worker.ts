@@ -85,6 +85,27 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       expect(await itemCount()).toBe(0);
     });
 
+    it('finishes a batch of items together, keeping and rerunning the one enqueued again while it ran', async () => {
+      const runs = new Map<string, number>();
+      const keys = Array.from({ length: 12 }, (_, i) => `node_b${i}`);
+      const reconcile: Reconciler = async (key) => {
+        const n = (runs.get(key) ?? 0) + 1;
+        runs.set(key, n);
+        // Every item finishes at about the same moment, so their completions share a batch.
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        if (key === 'node_b3' && n === 1) await enqueue('batch', key);
+      };
+      for (const key of keys) await enqueue('batch', key);
+      const worker = await start({ batch: reconcile }, { concurrency: 16 });
+      await waitFor('every item handled and the queue empty', async () => {
+        const total = [...runs.values()].reduce((a, b) => a + b, 0);
+        return total === keys.length + 1 && (await itemCount()) === 0;
+      });
+      await worker.stop();
+      expect(runs.get('node_b3')).toBe(2);
+      expect(keys.filter((key) => key !== 'node_b3').every((key) => runs.get(key) === 1)).toBe(true);
+    });
+
     it('finishes the items in flight before stop resolves', async () => {
       let finished = false;
       let started = false;

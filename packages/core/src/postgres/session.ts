@@ -7,8 +7,12 @@ type AnySql = Sql | TransactionSql;
 
 async function runQuery<R>(sql: AnySql, text: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>> {
   try {
+    // Statements with parameters are the kernel's fixed hot-path texts: preparing them saves a parse and plan per
+    // call. Statements without (DDL, savepoints with generated names) stay unnamed, so the per-connection cache of
+    // prepared statements cannot grow without bound.
+    const prepare = params !== undefined && params.length > 0;
     // biome-ignore lint/suspicious/noExplicitAny: postgres.js types parameters as its own serializable union
-    const result = await sql.unsafe(text, params ? ([...params] as any[]) : undefined);
+    const result = await sql.unsafe(text, params ? ([...params] as any[]) : undefined, { prepare });
     return { rows: [...result] as R[], rowCount: result.count ?? result.length };
   } catch (err) {
     throw toSqlError(err);

@@ -2,15 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatDuration, isDuration, MAX_DURATION_MS, parseDuration } from '../src/duration';
 import { isComputeError } from '../src/errors';
-
-function errorOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
+import { errorOf } from './support/errors';
 
 describe('parseDuration', () => {
   it.each([

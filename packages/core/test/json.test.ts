@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isComputeError } from '../src/errors';
 import { assertJson, checkJson, deepFreeze, isJson, MAX_JSON_DEPTH } from '../src/json';
-
-function errorOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
+import { errorOf } from './support/errors';
 
 function nested(depth: number): unknown {
   let value: unknown = 1;

@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isComputeError } from '../src/errors';
 import { isLabelKey, labelValueProblem, MAX_LABELS, validateLabels } from '../src/labels';
-
-function errorOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
+import { errorOf } from './support/errors';
 
 describe('labels', () => {
   it.each(['gpu.model', 'nvswitch', 'mig.capable', 'acme.io/rack', 'a', '0', 'under_score-dash', 'k'.repeat(63)])(

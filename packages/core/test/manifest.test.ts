@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isComputeError } from '../src/errors';
 import { field, isField, manifest } from '../src/manifest';
-
-function errorOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
+import { errorOf } from './support/errors';
 
 function issuesOf(result: unknown) {
   return (result as { issues?: { message: string; path?: unknown[] }[] }).issues;

@@ -1,17 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { isComputeError } from '../src/errors';
 import { checkWhen, evaluateWhen, type Labels, parseWhen } from '../src/labels';
+import { errorOf } from './support/errors';
 
 const H100_NODE: Labels = { nvswitch: 'true', 'gpu.model': 'H100', 'mig.capable': 'false', rack: 'r12' };
-
-function errorOf(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('when: parsing', () => {
   it.each([

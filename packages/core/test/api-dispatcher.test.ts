@@ -8,6 +8,7 @@ import {
   defineApiMethod,
   resolveNodeResource,
 } from '../src/api';
+import { createCommandKindRegistry } from '../src/commands';
 import { ComputeError } from '../src/errors';
 import { newId } from '../src/ids';
 import type { ModuleContext } from '../src/kernel';
@@ -30,6 +31,7 @@ function stubContext(): ModuleContext {
     events: { publish: unavailable } as unknown as ModuleContext['events'],
     work: { enqueue: unavailable } as unknown as ModuleContext['work'],
     commands: { enqueue: unavailable } as unknown as ModuleContext['commands'],
+    commandKinds: createCommandKindRegistry([]),
     log: { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') },
     config: {},
   };

@@ -8,6 +8,7 @@ import {
   defineApiMethod,
   resolveNodeResource,
 } from '../src/api';
+import { createCommandKindRegistry } from '../src/commands';
 import { COMPUTE_ERROR_CODES, ComputeError, HTTP_STATUS_BY_CODE } from '../src/errors';
 import { newId } from '../src/ids';
 import type { ModuleContext } from '../src/kernel';
@@ -28,6 +29,7 @@ function stubContext(): ModuleContext {
     events: { publish: unavailable } as unknown as ModuleContext['events'],
     work: { enqueue: unavailable } as unknown as ModuleContext['work'],
     commands: { enqueue: unavailable } as unknown as ModuleContext['commands'],
+    commandKinds: createCommandKindRegistry([]),
     log: { debug: quiet, info: quiet, warn: quiet, error: quiet },
     config: {},
   };

@@ -2,7 +2,7 @@ import { type ApiDispatcher, createApi } from '../api/dispatcher';
 import { createFetchHandler } from '../api/fetch-handler';
 import type { ApiGroup } from '../api/types';
 import { type Clock, systemClock } from '../clock';
-import { createCommandKindRegistry, createCommandQueue } from '../commands';
+import { createCommandKindRegistry, createCommandQueue, type KernelCommandQueue } from '../commands';
 import { ComputeError } from '../errors';
 import { createEventBus, type KernelEventBus } from '../events';
 import { applyMigrations, loadMigrations, readMigrationFolder } from '../migrations';
@@ -49,6 +49,8 @@ export interface Compute {
   readonly events: KernelEventBus;
   /** The context modules get; `context.sql` is the database. */
   readonly context: ModuleContext;
+  /** The command queue with its agent-side functions (poll, ack, start, complete, fail, reject), which the agent API calls. */
+  readonly commands: KernelCommandQueue;
   /** `compute.api.<group>.<method>(token, input)`. */
   readonly api: ApiDispatcher<Readonly<Record<string, ApiGroup>>>['api'];
   /** A fetch handler serving `POST /v1/<group>.<method>`. */
@@ -62,6 +64,19 @@ export interface Compute {
 }
 
 const ROOT_TENANT = 'root';
+
+/** The workflows port of the one module that provides it (the provision module), if any. */
+function workflowsFromModules(modules: readonly ComputeModule[], ctx: ModuleContext): WorkflowsPort | undefined {
+  const providers = modules.filter((module) => module.workflows !== undefined);
+  if (providers.length > 1) {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `ctx.workflows is provided by both '${providers[0]?.id}' and '${providers[1]?.id}'`,
+      { details: { path: ['modules'], modules: providers.map((module) => module.id) } },
+    );
+  }
+  return providers[0]?.workflows?.(ctx);
+}
 
 /**
  * Composes the control plane: validates and registers every module and plugin (a duplicate id, extension, command
@@ -123,17 +138,22 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
   const policies = registry.modules.flatMap((module) => (module.commandPolicy ? [module.commandPolicy] : []));
   const commands = createCommandQueue({ kinds, clock, work, policies });
   const events = createEventBus({ clock, db: database });
-  const makeContext = (sql: SqlExecutor): ModuleContext => ({
+  const baseContext = (sql: SqlExecutor): ModuleContext => ({
     sql,
     clock,
     events,
     work,
     commands,
+    commandKinds: kinds,
     log,
     config: options.config ?? {},
-    ...(options.workflows ? { workflows: options.workflows } : {}),
     ...(options.pki ? { pki: options.pki } : {}),
     ...(options.secrets ? { secrets: options.secrets } : {}),
+  });
+  const workflows = options.workflows ?? workflowsFromModules(registry.modules, baseContext(database));
+  const makeContext = (sql: SqlExecutor): ModuleContext => ({
+    ...baseContext(sql),
+    ...(workflows ? { workflows } : {}),
   });
   const context = makeContext(database);
   try {
@@ -152,6 +172,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
     registry,
     events,
     context,
+    commands,
     api: dispatcher.api,
     handler: createFetchHandler(dispatcher),
     async startWorkers(count = 1) {

@@ -1,6 +1,6 @@
 import type { ApiGroup } from '../api/types';
 import type { Clock } from '../clock';
-import type { CommandKindDefinition, CommandPolicy, CommandQueue } from '../commands/types';
+import type { CommandKindDefinition, CommandKindRegistry, CommandPolicy, CommandQueue } from '../commands/types';
 import type { EventBus } from '../events/types';
 import type { MigrationSource } from '../migrations';
 import type { PkiPort } from '../ports/pki';
@@ -11,10 +11,36 @@ import type { FindingsProvider } from './findings';
 import type { Logger } from './logger';
 
 /**
+ * What starting a workflow takes: the tenant, the profile (the latest version the tenant sees when `profileVersion` is
+ * omitted), its target (a node, or an instance for instance workflows) and the work kind to queue when it ends.
+ *
+ * @example
+ * ```ts
+ * const input: StartWorkflowInput = { tenantId: 'root', profileId: 'ubuntu-24.04-autoinstall', profileVersion: 1, nodeId, owner: 'metal' };
+ * ```
+ */
+export interface StartWorkflowInput {
+  tenantId: string;
+  profileId: string;
+  profileVersion?: number;
+  nodeId?: string;
+  instanceId?: string;
+  /** A work kind queued under the workflow's key when the workflow ends. */
+  owner?: string;
+  /** The destructive-command batch the workflow's destructive commands carry. */
+  batchId?: string;
+}
+
+/**
  * The workflows port (`ctx.workflows`), provided by the provision module. The kernel only carries it.
+ *
+ * @example
+ * ```ts
+ * const { id } = await ctx.workflows!.start(tx, { tenantId: 'root', profileId: 'deploy', profileVersion: 1, nodeId, owner: 'metal' });
+ * ```
  */
 export interface WorkflowsPort {
-  start(tx: SqlExecutor, input: Record<string, unknown>): Promise<{ id: string }>;
+  start(tx: SqlExecutor, input: StartWorkflowInput): Promise<{ id: string }>;
 }
 
 /**
@@ -33,6 +59,8 @@ export interface ModuleContext {
   events: EventBus;
   work: WorkQueue;
   commands: CommandQueue;
+  /** Every command kind the installed modules registered (what is destructive, what ends its process). */
+  commandKinds: CommandKindRegistry;
   workflows?: WorkflowsPort;
   log: Logger;
   pki?: PkiPort;
@@ -75,6 +103,11 @@ export interface ComputeModule {
   readonly dependsOn?: readonly string[];
   /** Checks every command enqueued by anyone; throws to refuse it. */
   readonly commandPolicy?: CommandPolicy;
+  /**
+   * Provides `ctx.workflows` to every module (the provision module does); built once from the context without it. At
+   * most one module may provide it.
+   */
+  readonly workflows?: (ctx: ModuleContext) => WorkflowsPort;
   /** Called once after migrations, before workers start. */
   readonly init?: (ctx: ModuleContext) => Promise<void> | void;
 }

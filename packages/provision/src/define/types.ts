@@ -1,0 +1,212 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Duration, Json, ModuleContext } from '@better-compute/core';
+
+/** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
+export type StepRunsOn = 'control-plane' | 'site' | 'node' | 'ramdisk';
+
+/** The agents a command can go to. */
+export type AgentPlace = Exclude<StepRunsOn, 'control-plane'>;
+
+/** What to do once a step's retries are spent: `fail` (the default), `continue`, `rescue`, or a step to run first. */
+export type OnFailure = 'fail' | 'continue' | 'rescue' | ProfileStep;
+
+/**
+ * One step of a profile (the "Step options" of the workflows page).
+ *
+ * @example
+ * ```ts
+ * const kexec: ProfileStep = {
+ *   use: 'boot.kexec', on: 'ramdisk', await: 'rejoin', timeout: '15m',
+ *   onFailure: { use: 'power.setPower', on: 'site', with: { action: 'reset' } },
+ * };
+ * ```
+ */
+export interface ProfileStep {
+  /** A registered step id, else a driver operation `<concern>.<operation>` (with `on:` naming an agent). */
+  readonly use: string;
+  readonly on?: StepRunsOn;
+  /** The step's input, validated against the step's `input` at expansion and before each run. */
+  readonly with?: { readonly [key: string]: Json };
+  /** A display name. */
+  readonly name?: string;
+  /** A label expression on the node; false: the step is `skipped`. */
+  readonly when?: string;
+  /** Overrides the definition's timeout (one attempt's budget). */
+  readonly timeout?: Duration;
+  /** Overrides the definition's retries (0 to 100). */
+  readonly retries?: number;
+  readonly onFailure?: OnFailure;
+  /** For self-terminating commands: succeed when the agent comes back with a new boot or role. */
+  readonly await?: 'rejoin';
+  /** Another `use`, resolved the same way when `use` does not resolve. */
+  readonly fallback?: string;
+}
+
+/**
+ * What a control-plane step's `run` receives: the whole module context plus the workflow's coordinates.
+ *
+ * @example
+ * ```ts
+ * async run(input, ctx: StepContext) {
+ *   ctx.log.info('rendering', { workflowId: ctx.workflowId, stepId: ctx.stepId, attempt: ctx.attempt });
+ * }
+ * ```
+ */
+export interface StepContext extends ModuleContext {
+  readonly workflowId: string;
+  /** The step's id within the workflow: `main.3`, `main.3.on-failure`, `cleanup.1`. */
+  readonly stepId: string;
+  /** 0 on the first attempt, then 1, 2, … on retries. */
+  readonly attempt: number;
+  /** `wf:<workflowId>:<stepId>`, the same on every run of the step. */
+  readonly idempotencyKey: string;
+  /** The destructive-command batch the workflow runs under, when it has one. */
+  readonly batchId?: string;
+  /** The target node, for node workflows. */
+  readonly node?: { readonly id: string; readonly siteId: string | undefined; readonly poolId?: string };
+  /** The tenant the workflow runs in. */
+  readonly tenantId: string;
+  /** The command kinds the step declared in `sends`; undefined when it declared none (nothing is checked). */
+  readonly sends?: readonly string[];
+  /** Aborted at the step's deadline and when the worker stops. */
+  readonly signal: AbortSignal;
+  /** The step's deadline: the start of this attempt plus its timeout. */
+  readonly deadline: Date;
+  /** Accepted but discarded for control-plane steps today. */
+  emit(progress: Json): void;
+}
+
+/** The input schema of a step: a manifest or any Standard Schema. */
+export type StepInputSchema = StandardSchemaV1;
+
+interface StepDefinitionBase<S extends StepInputSchema> {
+  /** Dotted, lower-case first segment, at most 128 characters, e.g. `power.setPower` or `acme.renderIso`. */
+  readonly id: string;
+  readonly version?: string;
+  /** One attempt's budget; a profile step may override it. */
+  readonly timeout: Duration;
+  /** Extra attempts after a failure, 0 to 100 (default 0); a profile step may override it. */
+  readonly retries?: number;
+  /** Whether running it twice does no harm. */
+  readonly retrySafe: boolean;
+  readonly input: S;
+  /** Steps that run, last in first out, in the cleanup phase if this step started. */
+  readonly cleanup?: readonly ProfileStep[];
+  readonly description?: string;
+}
+
+/**
+ * A control-plane step (optionally relaying commands to agents with `awaitCommand`).
+ *
+ * @example
+ * ```ts
+ * const render: ControlPlaneStepDefinition<typeof input> = { id: 'acme.render', runsOn: 'control-plane', timeout: '1m', retrySafe: true, input, run: async () => ({}) };
+ * ```
+ */
+export interface ControlPlaneStepDefinition<S extends StepInputSchema = StepInputSchema>
+  extends StepDefinitionBase<S> {
+  readonly runsOn: 'control-plane';
+  // biome-ignore lint/suspicious/noConfusingVoidType: a step with no result may simply return
+  readonly run: (input: StandardSchemaV1.InferOutput<S>, ctx: StepContext) => Promise<Json | void>;
+  /** The places a profile may name with `on:`. */
+  readonly relays?: readonly AgentPlace[];
+  /** Every dotted command kind `run` may enqueue; any other is INVALID_CONFIG. */
+  readonly sends?: readonly string[];
+}
+
+/**
+ * An agent step: exactly one command of kind `command`, whose payload is the step's validated input.
+ *
+ * @example
+ * ```ts
+ * const reboot: AgentStepDefinition = { id: 'node.reboot', runsOn: 'node', command: 'node.reboot', await: 'rejoin', timeout: '15m', retrySafe: false, input: manifest({}) };
+ * ```
+ */
+export interface AgentStepDefinition<S extends StepInputSchema = StepInputSchema> extends StepDefinitionBase<S> {
+  readonly runsOn: AgentPlace;
+  /** The dotted command kind sent. */
+  readonly command: string;
+  /** Complete when the agent comes back with a new boot or role, for self-terminating kinds. */
+  readonly await?: 'rejoin';
+}
+
+/** A step definition of either kind. */
+export type StepDefinition<S extends StepInputSchema = StepInputSchema> =
+  | ControlPlaneStepDefinition<S>
+  | AgentStepDefinition<S>;
+
+/** A defined step: the definition frozen, marked as an extension of kind `step`. */
+export type Step<D extends StepDefinition = StepDefinition> = Readonly<D> & { readonly extension: 'step' };
+
+/** A config unit a profile's `hostConfig` names. */
+export interface HostConfigUnit {
+  readonly name: string;
+  readonly settings?: { readonly [key: string]: Json };
+  readonly when?: string;
+}
+
+/**
+ * A profile: a versioned document of steps (the profile fields of DESIGN.md).
+ *
+ * @example
+ * ```ts
+ * const inspect: ProfileDefinition = { id: 'inspect', version: 1, target: 'metal', steps: [{ use: 'inspect.run', on: 'ramdisk' }] };
+ * ```
+ */
+export interface ProfileDefinition {
+  /** Dotted or kebab-case: lower-case letters and digits, `-` and `.` between them, at most 128 characters. */
+  readonly id: string;
+  /** A whole number ≥ 1. */
+  readonly version: number;
+  readonly target: 'metal' | 'instance';
+  /** `provision` (default) or `adopt`: take over a running machine, with no image, user data or steps. */
+  readonly mode?: 'provision' | 'adopt';
+  /** What the node becomes (`host`, …). */
+  readonly role?: string;
+  readonly description?: string;
+  readonly labels?: { readonly [key: string]: string };
+  /** Metal only: concern → driver binding, used by driver operations. */
+  readonly drivers?: { readonly [concern: string]: Json };
+  /** `name@version` in the image catalog. */
+  readonly image?: string;
+  /** `cloud-init`, `ignition`, `talos`, with an optional registered template name. */
+  readonly userData?: { readonly kind: string; readonly template?: string };
+  /** Lifetime of the join token `userdata.render` mints (default 7200). */
+  readonly tokenTtlSeconds?: number;
+  /** Metal only: the node's NodeSpec `host` section on success. */
+  readonly hostConfig?: { readonly units: readonly HostConfigUnit[] };
+  readonly steps?: readonly ProfileStep[];
+  readonly acceptance?: readonly ProfileStep[];
+  readonly cleanup?: readonly ProfileStep[];
+}
+
+/** A defined profile: deeply frozen. */
+export type Profile<P extends ProfileDefinition = ProfileDefinition> = Readonly<P>;
+
+/**
+ * The concerns a driver operation `<concern>.<operation>` may name.
+ *
+ * @example
+ * ```ts
+ * DRIVER_CONCERNS.includes('power'); // true
+ * ```
+ */
+export const DRIVER_CONCERNS = Object.freeze([
+  'power',
+  'management',
+  'boot',
+  'deploy',
+  'inspect',
+  'virtual-media',
+  'console',
+  'bios',
+  'raid',
+  'firmware',
+  'config',
+] as const);
+
+/** The places a step runs, in the order the pages list them. */
+export const STEP_PLACES = Object.freeze(['control-plane', 'site', 'node', 'ramdisk'] as const);
+
+/** The most steps a workflow holds across all phases. */
+export const MAX_WORKFLOW_STEPS = 512;

@@ -1,2 +1,1 @@
-// Nothing is exported yet: this package's issue comes later (see the README).
-export {};
+export * from './define';

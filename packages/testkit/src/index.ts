@@ -1,2 +1,24 @@
-// Nothing is exported yet: this package's issue comes later (see the README).
-export {};
+export { type CrashingDatabase, type CrashPlan, crashingDatabase, isWorkerCrashed, WorkerCrashed } from './crash';
+export {
+  type AgentBehavior,
+  type AgentResponder,
+  type AnsweredCommand,
+  createFakeAgent,
+  type FakeAgent,
+  type FakeAgentOptions,
+} from './fake-agent';
+export { createFakeClock, type FakeClock } from './fake-clock';
+export { type InsertNodeInput, type InsertSiteInput, insertNode, insertSite } from './fixtures';
+export {
+  createInMemoryCommandQueue,
+  type InMemoryCommandQueue,
+  type InMemoryCommandQueueOptions,
+  type SucceedCommandInput,
+} from './in-memory-command-queue';
+export {
+  createInMemoryWorkQueue,
+  type InMemoryWorkItem,
+  type InMemoryWorkQueue,
+} from './in-memory-work-queue';
+export { decodeJsonResult, encodeResult } from './result-bytes';
+export { type SettleOptions, type SettleReport, settle } from './settle';

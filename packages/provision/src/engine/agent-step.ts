@@ -1,0 +1,167 @@
+import {
+  type Command,
+  ComputeError,
+  currentAgentSession,
+  isComputeError,
+  type Json,
+  type SqlExecutor,
+  validateInput,
+} from '@better-compute/core';
+import { agentStepCommandKey } from '../steps/step-command-key';
+import { siteAgentFor } from '../steps/site-agent-for';
+import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
+import { type Decision, waitUntil } from './decision';
+import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
+import { type StepError, type StepRecord, updateStep, type WorkflowRecord } from './workflow-rows';
+
+const ENDED_CODE = {
+  failed: 'COMMAND_FAILED',
+  rejected: 'COMMAND_REJECTED',
+  expired: 'COMMAND_EXPIRED',
+  cancelled: 'COMMAND_CANCELLED',
+} as const;
+
+function stepErrorOf(error: ComputeError): StepError {
+  const reason = typeof error.details.reason === 'string' ? { reason: error.details.reason } : {};
+  return { code: error.code, message: error.message, ...reason };
+}
+
+/** The command payload: a registered agent step's validated input, or a driver operation's invocation. */
+async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRecord): Promise<Json> {
+  if (step.resolution === 'driver') {
+    const concern = step.action.split('.')[0] as string;
+    return { operation: step.action, driver: workflow.document.drivers?.[concern] ?? null, input: step.spec.with ?? {} };
+  }
+  const definition = env.steps.get(step.action);
+  if (!definition || definition.runsOn === 'control-plane') {
+    throw new ComputeError('INVALID_CONFIG', `step ${step.action} is not registered in this worker as an agent step`);
+  }
+  return (await validateInput(definition.input, step.spec.with ?? {}, ['with'])) as Json;
+}
+
+/** Decodes an agent's result bytes: JSON when they are UTF-8 JSON, else `{ base64 }`; null when there are none. */
+export function decodeResult(bytes: Uint8Array | undefined): Json {
+  if (!bytes || bytes.length === 0) return null;
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)) as Json;
+  } catch {
+    return { base64: Buffer.from(bytes).toString('base64') };
+  }
+}
+
+/**
+ * Sends an agent step's one command (keyed `wf:<id>:<step>`, `#<attempt>` on retries, `not_after` its deadline, the
+ * workflow's batch on destructive kinds only) and parks the step `waiting`. Site steps go to a connected site agent of
+ * the node's site; with none before the deadline the step fails NO_SITE_AGENT.
+ *
+ * @example
+ * ```ts
+ * return sendAgentCommand(tx, env, workflow, steps, step, now);
+ * ```
+ */
+export async function sendAgentCommand(
+  tx: SqlExecutor,
+  env: EngineEnv,
+  workflow: WorkflowRecord,
+  steps: readonly StepRecord[],
+  step: StepRecord,
+  now: Date,
+): Promise<Decision> {
+  const fail = async (error: StepError): Promise<Decision> => {
+    await failStep(tx, env, workflow, steps, step, error, now);
+    return { kind: 'continue' };
+  };
+  const node = workflow.node;
+  if (!node) return fail({ code: 'INVALID_CONFIG', message: `${step.runsOn} steps need a node workflow` });
+  const deadline = step.deadline ?? now;
+  let target = node.id;
+  if (step.runsOn === 'site') {
+    const agent = await siteAgentFor(tx, node.id, env.ctx.clock);
+    if (!agent) {
+      if (now.getTime() >= deadline.getTime()) {
+        return fail({ code: 'NO_SITE_AGENT', message: `no connected site agent served site ${node.siteId ?? '(none)'}` });
+      }
+      return waitUntil(now, ENGINE_DEFAULTS.commandStepPollMs, deadline);
+    }
+    target = agent.nodeId;
+  } else if (now.getTime() >= deadline.getTime()) {
+    return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
+  }
+  const kind = step.commandKind as string;
+  let command: Command;
+  try {
+    const payload = await payloadOf(env, workflow, step);
+    const destructive = env.ctx.commandKinds.get(kind)?.definition.destructive === true;
+    command = await env.ctx.commands.enqueue(tx, {
+      nodeId: target,
+      kind,
+      payload,
+      key: agentStepCommandKey(workflow.id, step.stepId, step.attempt),
+      notAfter: deadline,
+      workflowId: workflow.id,
+      stepId: step.stepId,
+      wake: { kind: WORKFLOW_WORK_KIND, key: workflow.key },
+      ...(target !== node.id || step.resolution === 'driver' ? { targetNodeId: node.id } : {}),
+      ...(destructive && workflow.batchId ? { batchId: workflow.batchId } : {}),
+    });
+  } catch (error) {
+    if (isComputeError(error)) return fail(stepErrorOf(error));
+    throw error;
+  }
+  let rejoin: StepRecord['rejoin'] = null;
+  if (step.awaitRejoin) {
+    const session = await currentAgentSession(tx, target, { now });
+    rejoin = { nodeId: target, bootId: session?.bootId ?? null, role: session?.role ?? null };
+  }
+  await updateStep(tx, step, { state: 'waiting', commandId: command.id, rejoin }, now);
+  return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
+}
+
+/**
+ * Looks at a waiting agent step: its command's outcome (or, for `await: 'rejoin'`, the agent back with a new boot id
+ * or role), its deadline (TIMEOUT, cancelling the command; REJOIN_TIMEOUT for a rejoin), or waits again.
+ *
+ * @example
+ * ```ts
+ * return checkAgentStep(tx, env, workflow, steps, step, now);
+ * ```
+ */
+export async function checkAgentStep(
+  tx: SqlExecutor,
+  env: EngineEnv,
+  workflow: WorkflowRecord,
+  steps: readonly StepRecord[],
+  step: StepRecord,
+  now: Date,
+): Promise<Decision> {
+  const fail = async (error: StepError): Promise<Decision> => {
+    await failStep(tx, env, workflow, steps, step, error, now);
+    return { kind: 'continue' };
+  };
+  const deadline = step.deadline ?? now;
+  const overdue = now.getTime() >= deadline.getTime();
+  if (step.awaitRejoin && step.rejoin) {
+    const session = await currentAgentSession(tx, step.rejoin.nodeId, { now });
+    if (session && (session.bootId !== step.rejoin.bootId || session.role !== step.rejoin.role)) {
+      await succeedStep(tx, env, workflow, step, { bootId: session.bootId, role: session.role }, now);
+      return { kind: 'continue' };
+    }
+    if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
+    await cancelStepCommand(tx, env, step, 'the agent did not rejoin before the step deadline');
+    return fail({ code: 'REJOIN_TIMEOUT', message: 'the agent did not come back before the step deadline' });
+  }
+  const command = step.commandId ? await env.ctx.commands.get(tx, step.commandId) : undefined;
+  if (!command) return fail({ code: 'INTERNAL', message: 'the step command is missing' });
+  if (command.state === 'succeeded') {
+    await succeedStep(tx, env, workflow, step, decodeResult(command.result), now);
+    return { kind: 'continue' };
+  }
+  const ended = ENDED_CODE[command.state as keyof typeof ENDED_CODE];
+  if (ended) {
+    const reason = command.reason ?? command.state;
+    return fail({ code: ended, message: `command ${command.kind} ${command.state}: ${reason}`, reason });
+  }
+  if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
+  await cancelStepCommand(tx, env, step, 'the step timed out');
+  return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
+}

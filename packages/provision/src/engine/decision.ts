@@ -1,0 +1,33 @@
+import type { ProfileStep } from '../define/types';
+
+/** A control-plane step to run outside any transaction, with what its context needs. */
+export interface RunRequest {
+  workflowId: string;
+  /** The reconciler key (node id or workflow id): where the step's commands wake. */
+  key: string;
+  tenantId: string;
+  stepId: string;
+  action: string;
+  attempt: number;
+  deadline: Date;
+  spec: ProfileStep;
+  node: { id: string; siteId: string | undefined; poolId?: string } | undefined;
+  batchId: string | undefined;
+}
+
+/** What one transition leaves the reconciler to do next. */
+export type Decision =
+  /** Another transition is due at once. */
+  | { kind: 'continue' }
+  /** Run a control-plane step (its `running` mark is committed), then settle it. */
+  | { kind: 'run'; request: RunRequest }
+  /** Nothing to do before `until` (a command, a rejoin, a site agent, a deadline). */
+  | { kind: 'wait'; until: Date }
+  /** Nothing to do until something wakes the workflow (no active workflow, or a paused one). */
+  | { kind: 'idle' };
+
+/** The earlier of `now + ms` and the deadline. */
+export function waitUntil(now: Date, ms: number, deadline: Date | null): Decision {
+  const at = now.getTime() + ms;
+  return { kind: 'wait', until: new Date(deadline ? Math.min(at, deadline.getTime()) : at) };
+}

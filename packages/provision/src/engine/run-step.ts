@@ -1,0 +1,71 @@
+import { checkJson, ComputeError, isComputeError, type Json, type ModuleContext, validateInput } from '@better-compute/core';
+import type { RunRequest } from './decision';
+import { isStepNotReady } from './step-not-ready';
+import { buildStepContext } from './step-context';
+import type { StepRegistry } from './step-registry';
+import type { StepError } from './workflow-rows';
+
+/** How one run of a control-plane step ended. */
+export type RunOutcome =
+  | { kind: 'succeeded'; result: Json }
+  | { kind: 'not-ready'; ms: number }
+  | { kind: 'failed'; error: StepError };
+
+function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOutcome {
+  if (isComputeError(error)) {
+    const reason = typeof error.details.reason === 'string' ? { reason: error.details.reason } : {};
+    return { kind: 'failed', error: { code: error.code, message: error.message, ...reason } };
+  }
+  // An unknown throw's message may carry anything (a secret, a connection string): it is not copied.
+  ctx.log.error('step threw a non-ComputeError', {
+    workflowId: request.workflowId,
+    stepId: request.stepId,
+    action: request.action,
+    errorName: error instanceof Error ? error.name : typeof error,
+  });
+  return { kind: 'failed', error: { code: 'INTERNAL', message: 'the step failed with an unexpected error' } };
+}
+
+/**
+ * Runs a control-plane step outside any transaction: checks it is registered here and its input still passes, then
+ * calls `run` with its context and an AbortSignal aborted at the deadline. A step that throws `stepNotReady(ms)` asks
+ * to run again; a result must be JSON.
+ *
+ * @example
+ * ```ts
+ * const outcome = await runControlPlaneStep(ctx, engine.steps, request);
+ * ```
+ */
+export async function runControlPlaneStep(
+  ctx: ModuleContext,
+  steps: StepRegistry,
+  request: RunRequest,
+): Promise<RunOutcome> {
+  const definition = steps.get(request.action);
+  if (!definition || definition.runsOn !== 'control-plane') {
+    const error = { code: 'INVALID_CONFIG' as const, message: `step ${request.action} is not registered in this worker` };
+    return { kind: 'failed', error };
+  }
+  const controller = new AbortController();
+  const remaining = request.deadline.getTime() - ctx.clock.now().getTime();
+  const timer = setTimeout(() => controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')), remaining);
+  timer.unref?.();
+  try {
+    const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
+    const stepCtx = buildStepContext(ctx, request, definition.sends, controller.signal);
+    const value = (await definition.run(input, stepCtx)) ?? null;
+    const problem = checkJson(value, ['result']);
+    if (problem) {
+      return { kind: 'failed', error: { code: 'INTERNAL', message: `the step returned a non-JSON result: ${problem.message}` } };
+    }
+    return { kind: 'succeeded', result: value as Json };
+  } catch (error) {
+    if (isStepNotReady(error)) return { kind: 'not-ready', ms: error.ms };
+    if (ctx.clock.now().getTime() >= request.deadline.getTime()) {
+      return { kind: 'failed', error: { code: 'TIMEOUT', message: 'no result before the step deadline' } };
+    }
+    return failure(error, ctx, request);
+  } finally {
+    clearTimeout(timer);
+  }
+}

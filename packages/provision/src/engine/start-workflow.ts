@@ -1,0 +1,154 @@
+import {
+  ComputeError,
+  type ErrorPath,
+  type ModuleContext,
+  newId,
+  type SqlExecutor,
+  type StartWorkflowInput,
+} from '@better-compute/core';
+import { findProfile, markProfileUsed, type ShippedProfiles } from '../profiles/profile-store';
+import { WORKFLOW_WORK_KIND } from './constants';
+import { publishWorkflowEvent } from './events';
+import { type ExpandedStep, expandProfile } from './expand';
+import type { StepRegistry } from './step-registry';
+
+/** What the engine resolves steps and profiles from: the provision module's registry. */
+export interface Engine {
+  readonly steps: StepRegistry;
+  readonly profiles: ShippedProfiles;
+}
+
+const MAX_TEXT = 512;
+
+function text(value: unknown, path: ErrorPath, required: boolean): string | undefined {
+  if (value === undefined && !required) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_TEXT) {
+    throw new ComputeError('INVALID_INPUT', `${path.join('.')} must be a non-empty string of at most ${MAX_TEXT} characters`, {
+      details: { path },
+    });
+  }
+  return value;
+}
+
+function checkStart(input: StartWorkflowInput): Required<Pick<StartWorkflowInput, 'tenantId' | 'profileId'>> &
+  StartWorkflowInput {
+  if (typeof input !== 'object' || input === null) {
+    throw new ComputeError('INVALID_INPUT', 'start takes an object', { details: { path: [] } });
+  }
+  text(input.tenantId, ['tenantId'], true);
+  text(input.profileId, ['profileId'], true);
+  const version = input.profileVersion;
+  if (version !== undefined && (!Number.isSafeInteger(version) || version < 1)) {
+    throw new ComputeError('INVALID_INPUT', 'profileVersion must be a whole number ≥ 1', {
+      details: { path: ['profileVersion'] },
+    });
+  }
+  text(input.nodeId, ['nodeId'], false);
+  text(input.instanceId, ['instanceId'], false);
+  text(input.owner, ['owner'], false);
+  text(input.batchId, ['batchId'], false);
+  if (input.nodeId !== undefined && input.instanceId !== undefined) {
+    throw new ComputeError('INVALID_INPUT', 'a workflow targets a node or an instance, not both', {
+      details: { path: ['instanceId'] },
+    });
+  }
+  return input;
+}
+
+// Rows go in as one statement whatever the profile's length.
+const INSERT_STEPS = `
+INSERT INTO workflow_steps (workflow_id, step_id, position, phase, parent_step_id, action, resolution, runs_on, spec,
+  timeout_ms, retries, on_failure, await, command_kind, state, attempt, attempt_base, updated_at)
+SELECT $1, x.step_id, x.position, x.phase, x.parent_step_id, x.action, x.resolution, x.runs_on, x.spec, x.timeout_ms,
+  x.retries, x.on_failure, x.await, x.command_kind, 'pending', 0, 0, $2
+FROM jsonb_to_recordset($3::jsonb) AS x(step_id text, position int, phase text, parent_step_id text, action text,
+  resolution text, runs_on text, spec jsonb, timeout_ms int, retries int, on_failure text, await text, command_kind text)`;
+
+function stepRecords(steps: readonly ExpandedStep[]) {
+  return steps.map((s) => ({
+    step_id: s.stepId,
+    position: s.position,
+    phase: s.phase,
+    parent_step_id: s.parentStepId,
+    action: s.action,
+    resolution: s.resolution,
+    runs_on: s.runsOn,
+    spec: s.spec,
+    timeout_ms: s.timeoutMs,
+    retries: s.retries,
+    on_failure: s.onFailure,
+    await: s.awaitRejoin ? 'rejoin' : null,
+    command_kind: s.commandKind,
+  }));
+}
+
+/**
+ * Starts a workflow in the caller's transaction: loads the pinned profile version (the tenant's own, then a public
+ * stored one, then a shipped one), expands it, snapshots the document, marks the version used, inserts the workflow
+ * and its rows, publishes `workflow.created` and queues the `workflow` reconciler. A node (or instance) with an active
+ * workflow is CONFLICT; an unknown profile or node NOT_FOUND; a profile that does not resolve INVALID_INPUT listing
+ * every issue.
+ *
+ * @example
+ * ```ts
+ * const { id } = await db.transaction((tx) => startWorkflow(tx, ctx, engine, { tenantId: 'root', profileId: 'deploy', profileVersion: 1, nodeId, owner: 'metal' }));
+ * ```
+ */
+export async function startWorkflow(
+  tx: SqlExecutor,
+  ctx: Pick<ModuleContext, 'clock' | 'events' | 'work' | 'commandKinds'>,
+  engine: Engine,
+  raw: StartWorkflowInput,
+): Promise<{ id: string }> {
+  const input = checkStart(raw);
+  if (input.nodeId !== undefined) {
+    const { rows } = await tx.query<{ tenant_id: string }>('SELECT tenant_id FROM nodes WHERE id = $1', [input.nodeId]);
+    if (rows[0]?.tenant_id !== input.tenantId) {
+      throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
+    }
+  }
+  const found = await findProfile(tx, engine.profiles, input.tenantId, input.profileId, input.profileVersion);
+  if (!found) {
+    const version = input.profileVersion === undefined ? '' : ` version ${input.profileVersion}`;
+    throw new ComputeError('NOT_FOUND', `profile ${input.profileId}${version} not found`, {
+      details: { path: [input.profileVersion === undefined ? 'profileId' : 'profileVersion'] },
+    });
+  }
+  const expansion = await expandProfile(found.profile, { steps: engine.steps, commandKinds: ctx.commandKinds });
+  const id = newId('wf');
+  const key = input.nodeId ?? id;
+  const now = ctx.clock.now();
+  const inserted = await tx.query(
+    `INSERT INTO workflows (id, tenant_id, node_id, instance_id, key, profile_id, profile_version, profile_tenant_id,
+       document, state, owner, command_kinds, batch_id, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, 'pending', $10, $11::jsonb, $12, $13, $13)
+     ON CONFLICT DO NOTHING RETURNING id`,
+    [
+      id,
+      input.tenantId,
+      input.nodeId ?? null,
+      input.instanceId ?? null,
+      key,
+      found.profile.id,
+      found.profile.version,
+      found.tenantId,
+      JSON.stringify(found.profile),
+      input.owner ?? null,
+      JSON.stringify(expansion.commandKinds),
+      input.batchId ?? null,
+      now,
+    ],
+  );
+  if (inserted.rowCount === 0) {
+    const target = input.nodeId !== undefined ? `node ${input.nodeId}` : `instance ${input.instanceId}`;
+    throw new ComputeError('CONFLICT', `${target} already has an active workflow`, {
+      details: { path: [input.nodeId !== undefined ? 'nodeId' : 'instanceId'] },
+    });
+  }
+  await tx.query(INSERT_STEPS, [id, now, JSON.stringify(stepRecords(expansion.steps))]);
+  await markProfileUsed(tx, found, now);
+  const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
+  await publishWorkflowEvent(tx, ctx.events, { ...created, profileVersion: found.profile.version }, 'workflow.created');
+  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key });
+  return { id };
+}

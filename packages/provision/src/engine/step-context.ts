@@ -1,0 +1,62 @@
+import { ComputeError, type CommandQueue, type ModuleContext } from '@better-compute/core';
+import type { StepContext } from '../define/types';
+import { WORKFLOW_WORK_KIND } from './constants';
+import type { RunRequest } from './decision';
+
+/**
+ * The command queue a step sees: every command it enqueues carries the workflow, the step and a wake of the workflow,
+ * and a step that declared `sends` may enqueue only those kinds (any other is INVALID_CONFIG).
+ */
+function stepCommands(commands: CommandQueue, request: RunRequest, sends: readonly string[] | undefined): CommandQueue {
+  return {
+    get: (sql, id) => commands.get(sql, id),
+    findByKey: (sql, nodeId, key) => commands.findByKey(sql, nodeId, key),
+    cancel: (tx, id, reason) => commands.cancel(tx, id, reason),
+    enqueue(tx, command) {
+      if (sends && !sends.includes(command.kind)) {
+        throw new ComputeError(
+          'INVALID_CONFIG',
+          `step ${request.action} enqueued ${command.kind}, which it does not declare in sends (${sends.join(', ')})`,
+          { details: { path: ['kind'], kind: command.kind, sends: [...sends] } },
+        );
+      }
+      return commands.enqueue(tx, {
+        workflowId: request.workflowId,
+        stepId: request.stepId,
+        wake: { kind: WORKFLOW_WORK_KIND, key: request.key },
+        ...command,
+      });
+    },
+  };
+}
+
+/**
+ * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates.
+ *
+ * @example
+ * ```ts
+ * const stepCtx = buildStepContext(ctx, request, definition.sends, controller.signal);
+ * ```
+ */
+export function buildStepContext(
+  ctx: ModuleContext,
+  request: RunRequest,
+  sends: readonly string[] | undefined,
+  signal: AbortSignal,
+): StepContext {
+  return {
+    ...ctx,
+    commands: stepCommands(ctx.commands, request, sends),
+    workflowId: request.workflowId,
+    stepId: request.stepId,
+    attempt: request.attempt,
+    idempotencyKey: `wf:${request.workflowId}:${request.stepId}`,
+    tenantId: request.tenantId,
+    deadline: request.deadline,
+    signal,
+    emit: () => undefined,
+    ...(request.batchId ? { batchId: request.batchId } : {}),
+    ...(request.node ? { node: request.node } : {}),
+    ...(sends ? { sends } : {}),
+  };
+}

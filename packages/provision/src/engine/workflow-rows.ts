@@ -1,0 +1,284 @@
+import type { ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
+import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
+import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
+
+/** The error a failed step records, and (prefixed with the step) the workflow's own error. */
+export interface StepError {
+  code: ComputeErrorCode;
+  message: string;
+  reason?: string;
+}
+
+/** A workflow's error: `<stepId> (<action>): <message>` with the step's code; `rescue: true` under `onFailure: 'rescue'`. */
+export interface WorkflowError extends StepError {
+  stepId: string;
+  action: string;
+  rescue?: true;
+}
+
+/** A workflow row, with its node's site, pool and current labels. */
+export interface WorkflowRecord {
+  id: string;
+  tenantId: string;
+  nodeId: string | null;
+  instanceId: string | null;
+  key: string;
+  profileId: string;
+  profileVersion: number;
+  profileTenantId: string;
+  document: Profile;
+  state: WorkflowState;
+  error: WorkflowError | null;
+  owner: string | null;
+  commandKinds: string[];
+  batchId: string | null;
+  cancelReason: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  node: { id: string; siteId: string | undefined; poolId?: string; labels: Labels } | undefined;
+}
+
+/** A `workflow_steps` row. */
+export interface StepRecord {
+  workflowId: string;
+  stepId: string;
+  position: number;
+  phase: StepPhase;
+  parentStepId: string | null;
+  action: string;
+  resolution: 'step' | 'driver';
+  runsOn: StepRunsOn;
+  spec: ProfileStep;
+  timeoutMs: number;
+  retries: number;
+  onFailure: 'fail' | 'continue' | 'rescue' | 'step';
+  awaitRejoin: boolean;
+  commandKind: string | null;
+  state: StepState;
+  attempt: number;
+  attemptBase: number;
+  commandId: string | null;
+  deadline: Date | null;
+  startedAt: Date | null;
+  firstStartedAt: Date | null;
+  finishedAt: Date | null;
+  result: Json | null;
+  error: StepError | null;
+  rejoin: { nodeId: string; bootId: string | null; role: string | null } | null;
+}
+
+type Raw = Record<string, unknown>;
+
+const date = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string));
+
+function toStep(r: Raw): StepRecord {
+  return {
+    workflowId: r.workflow_id as string,
+    stepId: r.step_id as string,
+    position: Number(r.position),
+    phase: r.phase as StepPhase,
+    parentStepId: (r.parent_step_id as string | null) ?? null,
+    action: r.action as string,
+    resolution: r.resolution as 'step' | 'driver',
+    runsOn: r.runs_on as StepRunsOn,
+    spec: r.spec as ProfileStep,
+    timeoutMs: Number(r.timeout_ms),
+    retries: Number(r.retries),
+    onFailure: r.on_failure as StepRecord['onFailure'],
+    awaitRejoin: r.await === 'rejoin',
+    commandKind: (r.command_kind as string | null) ?? null,
+    state: r.state as StepState,
+    attempt: Number(r.attempt),
+    attemptBase: Number(r.attempt_base),
+    commandId: (r.command_id as string | null) ?? null,
+    deadline: date(r.deadline),
+    startedAt: date(r.started_at),
+    firstStartedAt: date(r.first_started_at),
+    finishedAt: date(r.finished_at),
+    result: (r.result as Json | undefined) ?? null,
+    error: (r.error as StepError | null) ?? null,
+    rejoin: (r.rejoin as StepRecord['rejoin']) ?? null,
+  };
+}
+
+function toWorkflow(r: Raw): WorkflowRecord {
+  const nodeId = (r.node_id as string | null) ?? null;
+  const poolId = r.node_pool_id as string | null;
+  return {
+    id: r.id as string,
+    tenantId: r.tenant_id as string,
+    nodeId,
+    instanceId: (r.instance_id as string | null) ?? null,
+    key: r.key as string,
+    profileId: r.profile_id as string,
+    profileVersion: Number(r.profile_version),
+    profileTenantId: r.profile_tenant_id as string,
+    document: r.document as Profile,
+    state: r.state as WorkflowState,
+    error: (r.error as WorkflowError | null) ?? null,
+    owner: (r.owner as string | null) ?? null,
+    commandKinds: (r.command_kinds as string[]) ?? [],
+    batchId: (r.batch_id as string | null) ?? null,
+    cancelReason: (r.cancel_reason as string | null) ?? null,
+    createdAt: date(r.created_at) as Date,
+    updatedAt: date(r.updated_at) as Date,
+    startedAt: date(r.started_at),
+    finishedAt: date(r.finished_at),
+    node:
+      nodeId === null || r.node_exists !== true
+        ? undefined
+        : {
+            id: nodeId,
+            siteId: (r.node_site_id as string | null) ?? undefined,
+            ...(poolId ? { poolId } : {}),
+            labels: (r.node_labels as Labels | null) ?? {},
+          },
+  };
+}
+
+/** A workflow with all its steps in the order they run. */
+export interface LoadedWorkflow {
+  workflow: WorkflowRecord;
+  steps: StepRecord[];
+}
+
+// One statement: the workflow row (locked when asked), its node's coordinates and labels, and every step in order.
+const SELECT_WORKFLOW = `
+SELECT w.*, n.id IS NOT NULL AS node_exists, n.site_id AS node_site_id, n.pool_id AS node_pool_id,
+  n.labels AS node_labels,
+  (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps
+FROM workflows w LEFT JOIN nodes n ON n.id = w.node_id`;
+
+function loaded(rows: Raw[]): LoadedWorkflow | undefined {
+  const row = rows[0];
+  if (!row) return undefined;
+  return { workflow: toWorkflow(row), steps: (row.steps as Raw[]).map(toStep) };
+}
+
+/**
+ * Locks and loads the active workflow of a reconciler key (the node id, or the workflow id), if there is one.
+ *
+ * @example
+ * ```ts
+ * const current = await lockActiveWorkflow(tx, nodeId);
+ * ```
+ */
+export async function lockActiveWorkflow(tx: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
+  const { rows } = await tx.query<Raw>(
+    `${SELECT_WORKFLOW} WHERE w.key = $1 AND w.state IN ${ACTIVE_STATES_SQL} ORDER BY w.created_at, w.id LIMIT 1
+     FOR UPDATE OF w`,
+    [key],
+  );
+  return loaded(rows);
+}
+
+/**
+ * Loads a workflow by id, locking its row when `lock` is set (the verbs do, so they serialize with the reconciler).
+ *
+ * @example
+ * ```ts
+ * const found = await loadWorkflow(tx, workflowId, { lock: true });
+ * ```
+ */
+export async function loadWorkflow(
+  sql: SqlExecutor,
+  workflowId: string,
+  options: { lock?: boolean } = {},
+): Promise<LoadedWorkflow | undefined> {
+  const { rows } = await sql.query<Raw>(
+    `${SELECT_WORKFLOW} WHERE w.id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`,
+    [workflowId],
+  );
+  return loaded(rows);
+}
+
+const STEP_COLUMNS: Record<string, string> = {
+  state: 'state',
+  attempt: 'attempt',
+  attemptBase: 'attempt_base',
+  commandId: 'command_id',
+  deadline: 'deadline',
+  startedAt: 'started_at',
+  firstStartedAt: 'first_started_at',
+  finishedAt: 'finished_at',
+  result: 'result',
+  error: 'error',
+  rejoin: 'rejoin',
+};
+const JSON_COLUMNS = new Set(['result', 'error', 'rejoin']);
+
+/** The step fields a transition may change. */
+export type StepChange = Partial<
+  Pick<
+    StepRecord,
+    | 'state'
+    | 'attempt'
+    | 'attemptBase'
+    | 'commandId'
+    | 'deadline'
+    | 'startedAt'
+    | 'firstStartedAt'
+    | 'finishedAt'
+    | 'result'
+    | 'error'
+    | 'rejoin'
+  >
+>;
+
+/**
+ * Writes a step's changed fields (and `updated_at`), and applies them to the record in memory.
+ *
+ * @example
+ * ```ts
+ * await updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now);
+ * ```
+ */
+export async function updateStep(tx: SqlExecutor, step: StepRecord, change: StepChange, now: Date): Promise<void> {
+  const sets: string[] = [];
+  const params: unknown[] = [step.workflowId, step.stepId, now];
+  for (const [field, value] of Object.entries(change)) {
+    const column = STEP_COLUMNS[field];
+    if (!column) continue;
+    params.push(JSON_COLUMNS.has(column) && value !== null ? JSON.stringify(value) : value);
+    sets.push(`${column} = $${params.length}${JSON_COLUMNS.has(column) ? '::jsonb' : ''}`);
+  }
+  await tx.query(
+    `UPDATE workflow_steps SET ${sets.join(', ')}${sets.length ? ', ' : ''}updated_at = $3
+     WHERE workflow_id = $1 AND step_id = $2`,
+    params,
+  );
+  Object.assign(step, change);
+}
+
+/**
+ * Writes a workflow's state (and optionally its error or cancel reason), and applies it in memory.
+ *
+ * @example
+ * ```ts
+ * await updateWorkflow(tx, workflow, { state: 'running', startedAt: now }, now);
+ * ```
+ */
+export async function updateWorkflow(
+  tx: SqlExecutor,
+  workflow: WorkflowRecord,
+  change: Partial<Pick<WorkflowRecord, 'state' | 'error' | 'startedAt' | 'finishedAt' | 'cancelReason'>>,
+  now: Date,
+): Promise<void> {
+  const next = { ...workflow, ...change };
+  await tx.query(
+    `UPDATE workflows SET state = $2, error = $3::jsonb, started_at = $4, finished_at = $5, cancel_reason = $6,
+       updated_at = $7 WHERE id = $1`,
+    [
+      workflow.id,
+      next.state,
+      next.error === null ? null : JSON.stringify(next.error),
+      next.startedAt,
+      next.finishedAt,
+      next.cancelReason,
+      now,
+    ],
+  );
+  Object.assign(workflow, change, { updatedAt: now });
+}

@@ -1,0 +1,24 @@
+import { type Clock, type ConnectedSiteAgent, connectedSiteAgents, type SqlExecutor, systemClock } from '@better-compute/core';
+
+/**
+ * A connected site agent of the node's site (most recently seen first), or undefined when none is connected or the
+ * node has no site; then throw `stepNotReady` and wait for one. Metal's boot-lease holder will be preferred once
+ * boot leases exist.
+ *
+ * @example
+ * ```ts
+ * const agent = await siteAgentFor(ctx.sql, ctx.node!.id);
+ * if (!agent) throw stepNotReady(2_000);
+ * ```
+ */
+export async function siteAgentFor(
+  sql: SqlExecutor,
+  nodeId: string,
+  clock: Clock = systemClock,
+): Promise<ConnectedSiteAgent | undefined> {
+  const { rows } = await sql.query<{ site_id: string | null }>('SELECT site_id FROM nodes WHERE id = $1', [nodeId]);
+  const siteId = rows[0]?.site_id;
+  if (!siteId) return undefined;
+  const [agent] = await connectedSiteAgents(sql, siteId, { now: clock.now() });
+  return agent;
+}

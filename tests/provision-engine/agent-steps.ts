@@ -1,0 +1,203 @@
+import { ENGINE_DEFAULTS } from 'better-compute/provision';
+import { expect, it } from 'vitest';
+import { type EngineLab, stepStates } from '../support/engine-lab';
+
+interface CommandRow {
+  id: string;
+  node_id: string;
+  kind: string;
+  key: string;
+  state: string;
+  not_after: Date;
+  workflow_id: string;
+  step_id: string;
+  target_node_id: string | null;
+  batch_id: string | null;
+  wake_kind: string;
+  wake_key: string;
+  reason: string | null;
+}
+
+async function commands(lab: EngineLab): Promise<CommandRow[]> {
+  return (await lab.db.query<CommandRow>('SELECT * FROM commands ORDER BY created_at, key')).rows;
+}
+
+export function agentStepScenarios(getLab: () => EngineLab) {
+  it('sends exactly one command keyed wf:<id>:<step>, with the deadline as not_after and a wake of the workflow', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'succeed', result: { pong: 1 } });
+    const id = await lab.start({ id: 'lab-agent', steps: [{ use: 'lab.ping', with: { n: 3 } }] });
+    const startedAt = lab.clock.now().getTime();
+    await lab.settle();
+    const [command, ...others] = await commands(lab);
+    expect(others).toHaveLength(0);
+    expect(command).toMatchObject({
+      node_id: lab.nodeId,
+      kind: 'lab.ping',
+      key: `wf:${id}:main.1`,
+      workflow_id: id,
+      step_id: 'main.1',
+      wake_kind: 'workflow',
+      wake_key: lab.nodeId,
+      target_node_id: null,
+      state: 'succeeded',
+    });
+    expect(command?.not_after.getTime()).toBe(startedAt + 5 * 60_000);
+    const wf = await lab.workflow(id);
+    expect(wf.steps[0]).toMatchObject({ state: 'succeeded', result: { pong: 1 }, commandId: command?.id });
+  });
+
+  it('looks at a waiting agent step again after workflowPollMs, and at once when its command settles', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    await lab.start({ id: 'lab-poll', steps: [{ use: 'lab.ping' }] });
+    await lab.compute.runDueWork();
+    const due = await lab.db.query<{ not_before: Date }>("SELECT not_before FROM work_items WHERE kind = 'workflow'");
+    expect(due.rows[0]?.not_before.getTime()).toBe(lab.clock.now().getTime() + ENGINE_DEFAULTS.workflowPollMs);
+    lab.nodeAgent.respond({ outcome: 'succeed' });
+    await lab.nodeAgent.poll();
+    const woken = await lab.db.query<{ not_before: Date }>("SELECT not_before FROM work_items WHERE kind = 'workflow'");
+    expect(woken.rows[0]?.not_before.getTime()).toBe(lab.clock.now().getTime());
+  });
+
+  it('sends a site step to the site agent of the node, naming the machine as targetNodeId', async () => {
+    const lab = getLab();
+    await lab.start({ id: 'lab-site', steps: [{ use: 'lab.sitePing' }] });
+    await lab.settle();
+    expect(await commands(lab)).toMatchObject([{ node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, kind: 'lab.ping' }]);
+    expect(lab.siteAgent.answered).toHaveLength(1);
+  });
+
+  it('fails a site step with NO_SITE_AGENT when no site agent is connected before its deadline', async () => {
+    const lab = getLab();
+    await lab.siteAgent.disconnect();
+    const id = await lab.start({ id: 'lab-no-site', steps: [{ use: 'lab.sitePing', timeout: '30s' }] });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'failed', error: { code: 'NO_SITE_AGENT' } });
+    expect(await commands(lab)).toHaveLength(0);
+  });
+
+  it('holds site steps while the site agent is away, then finishes them without duplicates', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-away', steps: [{ use: 'lab.sitePing' }, { use: 'lab.sitePing', with: { n: 2 } }] });
+    await lab.compute.runDueWork();
+    await lab.siteAgent.disconnect();
+    lab.clock.advance(60_000);
+    await lab.compute.runDueWork();
+    lab.clock.advance(60_000);
+    await lab.compute.runDueWork();
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:waiting', 'main.2:pending']);
+    await lab.siteAgent.connect();
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    const sent = await commands(lab);
+    expect(sent.map((c) => c.key)).toEqual([`wf:${id}:main.1`, `wf:${id}:main.2`]);
+    expect(lab.siteAgent.answered.map((a) => a.key)).toEqual([`wf:${id}:main.1`, `wf:${id}:main.2`]);
+  });
+
+  it('turns failed, rejected, expired and cancelled commands into the matching step codes', async () => {
+    const lab = getLab();
+    const outcomes: [string, string][] = [];
+    lab.nodeAgent.respond({ outcome: 'fail', reason: 'disk busy' });
+    let id = await lab.start({ id: 'lab-cf', steps: [{ use: 'lab.ping' }] });
+    await lab.settle();
+    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, (await lab.workflow(id)).steps[0]?.error?.message as string]);
+
+    lab.nodeAgent.respond({ outcome: 'reject', reason: 'unsupported' });
+    id = await lab.start({ id: 'lab-cr', steps: [{ use: 'lab.ping' }] });
+    await lab.settle();
+    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, (await lab.workflow(id)).steps[0]?.error?.message as string]);
+
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    id = await lab.start({ id: 'lab-ce', steps: [{ use: 'lab.ping' }] });
+    await lab.compute.runDueWork();
+    lab.clock.advance(6 * 60_000); // the worker was away past the command's not_after
+    await lab.settle();
+    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, '']);
+
+    id = await lab.start({ id: 'lab-cc', steps: [{ use: 'lab.ping' }] });
+    await lab.compute.runDueWork();
+    const commandId = (await lab.workflow(id)).steps[0]?.commandId as string;
+    await lab.db.transaction((tx) => lab.compute.commands.cancel(tx, commandId, 'operator'));
+    await lab.settle();
+    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, '']);
+
+    expect(outcomes).toEqual([
+      ['COMMAND_FAILED', 'command lab.ping failed: disk busy'],
+      ['COMMAND_REJECTED', 'command lab.ping rejected: unsupported'],
+      ['COMMAND_EXPIRED', ''],
+      ['COMMAND_CANCELLED', ''],
+    ]);
+  });
+
+  it('fails an agent step at its deadline with TIMEOUT and cancels its command', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'silent' });
+    const id = await lab.start({ id: 'lab-silent', steps: [{ use: 'lab.ping', timeout: '45s' }] });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'failed', error: { code: 'TIMEOUT' } });
+    expect(await commands(lab)).toMatchObject([{ state: 'cancelled' }]);
+  });
+
+  it('puts the workflow batch on destructive commands only', async () => {
+    const lab = getLab();
+    const id = await lab.start({ id: 'lab-batch', steps: [{ use: 'lab.ping' }, { use: 'lab.wipeDisks' }] }, { batchId: 'bat_7' });
+    await lab.nodeAgent.rejoin({ role: 'ramdisk' });
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    expect((await commands(lab)).map((c) => [c.kind, c.batch_id])).toEqual([
+      ['lab.ping', null],
+      ['lab.wipe', 'bat_7'],
+    ]);
+  });
+
+  it("succeeds an await: 'rejoin' step when the agent comes back with a new boot id, whatever the command reported", async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'fail', reason: 'connection reset by reboot' });
+    const id = await lab.start({ id: 'lab-rejoin', steps: [{ use: 'lab.reboot' }] });
+    await lab.compute.runDueWork();
+    await lab.nodeAgent.poll();
+    await lab.compute.runDueWork();
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:waiting']);
+    const before = lab.nodeAgent.bootId;
+    await lab.nodeAgent.rejoin({ bootId: 'boot-2' });
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('succeeded');
+    expect(wf.steps[0]?.result).toEqual({ bootId: 'boot-2', role: 'node' });
+    expect(before).not.toBe('boot-2');
+  });
+
+  it('succeeds a rejoin when the agent comes back in a new role with the same boot id', async () => {
+    const lab = getLab();
+    const id = await lab.start({ id: 'lab-rejoin-role', steps: [{ use: 'lab.reboot' }] });
+    await lab.compute.runDueWork();
+    await lab.nodeAgent.rejoin({ bootId: lab.nodeAgent.bootId, role: 'provisioned' });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]?.result).toMatchObject({ role: 'provisioned' });
+  });
+
+  it('fails a rejoin only at its deadline, with REJOIN_TIMEOUT, and then runs its onFailure step', async () => {
+    const lab = getLab();
+    const id = await lab.start({
+      id: 'lab-rejoin-timeout',
+      drivers: { power: { driver: 'redfish' } },
+      steps: [
+        {
+          use: 'lab.reboot',
+          timeout: '15m',
+          onFailure: { use: 'power.setPower', on: 'site', with: { action: 'reset' } },
+        },
+      ],
+    });
+    const started = lab.clock.now().getTime();
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('failed');
+    expect(wf.steps[0]).toMatchObject({ state: 'failed', error: { code: 'REJOIN_TIMEOUT' } });
+    expect(wf.steps[1]).toMatchObject({ stepId: 'main.1.on-failure', state: 'succeeded' });
+    expect(lab.clock.now().getTime() - started).toBe(15 * 60_000);
+  });
+}

@@ -1,0 +1,353 @@
+import {
+  betterCompute,
+  type Compute,
+  ComputeError,
+  type ComputeModule,
+  field,
+  type Json,
+  manifest,
+  type SqlDatabase,
+} from 'better-compute/core';
+import {
+  awaitCommand,
+  defineStep,
+  getWorkflow,
+  type ProfileDefinition,
+  provisionModule,
+  siteAgentFor,
+  stepNotReady,
+  storeProfile,
+  type WorkflowView,
+} from 'better-compute/provision';
+import {
+  type CrashPlan,
+  crashingDatabase,
+  createFakeAgent,
+  createFakeClock,
+  type FakeAgent,
+  type FakeClock,
+  insertNode,
+  insertSite,
+  settle,
+} from 'better-compute/testkit';
+
+/** What the lab's steps did, for assertions; reset before every test. */
+export interface LabRecord {
+  runs: { action: string; stepId: string; attempt: number; idempotencyKey: string; workflowId: string }[];
+  contexts: Record<string, unknown>[];
+  owner: string[];
+  /** `lab.flaky` fails while its attempt is below this. */
+  flakyFailuresLeft: number;
+  /** `lab.wait` throws stepNotReady until this is true. */
+  ready: boolean;
+  waitMs: number | undefined;
+  /** `lab.throw` throws an Error with this message (never a ComputeError). */
+  secret: string;
+}
+
+export const lab: LabRecord = {
+  runs: [],
+  contexts: [],
+  owner: [],
+  flakyFailuresLeft: 0,
+  ready: false,
+  waitMs: undefined,
+  secret: 'hunter2',
+};
+
+function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
+  lab.runs.push({ action, stepId: ctx.stepId, attempt: ctx.attempt, idempotencyKey: ctx.idempotencyKey, workflowId: ctx.workflowId });
+}
+
+const empty = manifest({});
+const payload = manifest({ n: field.int().optional() });
+
+export const labSteps = [
+  defineStep({
+    id: 'lab.noop',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: manifest({ tag: field.string().optional() }),
+    async run(input, ctx) {
+      record('lab.noop', ctx);
+      return { ok: true, tag: input.tag ?? null };
+    },
+  }),
+  defineStep({
+    id: 'lab.inspect',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: manifest({ port: field.int({ min: 1, max: 65535 }).default(50000) }),
+    async run(input, ctx) {
+      record('lab.inspect', ctx);
+      // A transaction of its own succeeds only if none is open on the connection (PGlite would refuse it).
+      const inside = await ctx.sql.transaction(async (tx) => (await tx.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one);
+      lab.contexts.push({
+        workflowId: ctx.workflowId,
+        stepId: ctx.stepId,
+        attempt: ctx.attempt,
+        idempotencyKey: ctx.idempotencyKey,
+        node: ctx.node ?? null,
+        tenantId: ctx.tenantId,
+        batchId: ctx.batchId ?? null,
+        signalAborted: ctx.signal.aborted,
+        inside,
+      });
+      return { port: input.port };
+    },
+  }),
+  defineStep({
+    id: 'lab.flaky',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retries: 2,
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.flaky', ctx);
+      if (lab.flakyFailuresLeft > 0) {
+        lab.flakyFailuresLeft -= 1;
+        throw new ComputeError('DRIVER_ERROR', 'the BMC did not answer');
+      }
+      return { attempt: ctx.attempt };
+    },
+  }),
+  defineStep({
+    id: 'lab.wait',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.wait', ctx);
+      if (!lab.ready) throw lab.waitMs === undefined ? stepNotReady() : stepNotReady(lab.waitMs);
+      return { ready: true };
+    },
+  }),
+  defineStep({
+    id: 'lab.throw',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.throw', ctx);
+      throw new Error(`connection to postgres://admin:${lab.secret}@db failed`);
+    },
+  }),
+  defineStep({
+    id: 'lab.relay',
+    runsOn: 'control-plane',
+    relays: ['site'],
+    sends: ['lab.wipe'],
+    timeout: '20m',
+    retrySafe: true,
+    input: manifest({ key: field.string().optional() }),
+    async run(input, ctx) {
+      record('lab.relay', ctx);
+      const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
+      if (!agent) throw stepNotReady(2_000);
+      const sent = await awaitCommand(ctx, { nodeId: agent.nodeId, kind: 'lab.wipe', payload: {}, ...(input.key ? { key: input.key } : {}), targetNodeId: ctx.node!.id });
+      return { commandId: sent.commandId };
+    },
+  }),
+  defineStep({
+    id: 'lab.undeclared',
+    runsOn: 'control-plane',
+    sends: ['lab.ping'],
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.undeclared', ctx);
+      await awaitCommand(ctx, { nodeId: ctx.node!.id, kind: 'lab.wipe', payload: {} });
+      return null;
+    },
+  }),
+  defineStep({
+    id: 'lab.ping',
+    runsOn: 'node',
+    command: 'lab.ping',
+    timeout: '5m',
+    retrySafe: true,
+    input: payload,
+  }),
+  defineStep({
+    id: 'lab.wipeDisks',
+    runsOn: 'ramdisk',
+    command: 'lab.wipe',
+    timeout: '5m',
+    retrySafe: false,
+    input: empty,
+  }),
+  defineStep({
+    id: 'lab.sitePing',
+    runsOn: 'site',
+    command: 'lab.ping',
+    timeout: '5m',
+    retrySafe: true,
+    input: payload,
+  }),
+  defineStep({
+    id: 'lab.reboot',
+    runsOn: 'node',
+    command: 'lab.reboot',
+    await: 'rejoin',
+    timeout: '15m',
+    retrySafe: false,
+    input: empty,
+  }),
+  defineStep({
+    id: 'lab.mount',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    cleanup: [{ use: 'lab.noop', with: { tag: 'unmount-1' } }, { use: 'lab.noop', with: { tag: 'unmount-2' } }],
+    async run(_input, ctx) {
+      record('lab.mount', ctx);
+      return null;
+    },
+  }),
+];
+
+/** Command kinds, the owner reconciler and a driver.invoke kind, as metal would register them. */
+export const labModule: ComputeModule = {
+  id: 'lab',
+  commandKinds: [
+    { name: 'lab.ping', payload },
+    { name: 'lab.wipe', payload: empty, destructive: true },
+    { name: 'lab.reboot', payload: empty, destructive: true, selfTerminating: true },
+    {
+      name: 'driver.invoke',
+      payload: manifest({ operation: field.string(), driver: field.json(), input: field.json() }),
+      destructive: true,
+    },
+  ],
+  reconcilers: {
+    'lab.owner': async (key) => {
+      lab.owner.push(key);
+    },
+  },
+};
+
+/** One compute on one database for a whole test file, reset before each test. */
+export interface EngineLab {
+  compute: Compute;
+  db: SqlDatabase;
+  clock: FakeClock;
+  siteId: string;
+  nodeId: string;
+  /** The node's own agent (`node` role) and the site agent; both connected after reset. */
+  nodeAgent: FakeAgent;
+  siteAgent: FakeAgent;
+  agents: FakeAgent[];
+  /** Stores a profile under `root` (or `tenantId`) and starts a workflow on the node. */
+  start(profile: Omit<ProfileDefinition, 'version' | 'target'> & Partial<ProfileDefinition>, options?: { owner?: string; nodeId?: string; batchId?: string }): Promise<string>;
+  settle(): Promise<void>;
+  workflow(id: string): Promise<WorkflowView>;
+  eventTypes(id: string): Promise<string[]>;
+  reset(options?: { labels?: Record<string, string> }): Promise<void>;
+  close(): Promise<void>;
+}
+
+const TABLES = 'workflow_steps, workflows, profiles, commands, work_items, events, agent_sessions, nodes, sites';
+
+/**
+ * Builds the lab on a database: provision with the lab steps, the lab module, a fake clock.
+ */
+export async function createEngineLab(
+  db: SqlDatabase,
+  options: { clock?: FakeClock; modules?: ComputeModule[] } = {},
+): Promise<EngineLab> {
+  const clock = options.clock ?? createFakeClock();
+  const extraModules = options.modules ?? [];
+  const provision = provisionModule({ steps: labSteps });
+  const compute = await betterCompute({ database: db, clock, modules: [labModule, provision, ...extraModules] });
+  const state = { siteId: '', nodeId: '', nodeAgent: undefined as unknown as FakeAgent, siteAgent: undefined as unknown as FakeAgent };
+  const labApi: EngineLab = {
+    compute,
+    db,
+    clock,
+    get siteId() {
+      return state.siteId;
+    },
+    get nodeId() {
+      return state.nodeId;
+    },
+    get nodeAgent() {
+      return state.nodeAgent;
+    },
+    get siteAgent() {
+      return state.siteAgent;
+    },
+    get agents() {
+      return [state.nodeAgent, state.siteAgent];
+    },
+    async reset(options = {}) {
+      await db.query(`TRUNCATE ${TABLES} CASCADE`);
+      Object.assign(lab, { runs: [], contexts: [], owner: [], flakyFailuresLeft: 0, ready: false, waitMs: undefined });
+      state.siteId = await insertSite(db, {}, clock);
+      state.nodeId = await insertNode(db, { siteId: state.siteId, labels: options.labels ?? {} }, clock);
+      const siteAgentNode = await insertNode(db, { siteId: state.siteId, kind: 'site-agent' }, clock);
+      state.nodeAgent = createFakeAgent(compute, { nodeId: state.nodeId, role: 'node' });
+      state.siteAgent = createFakeAgent(compute, { nodeId: siteAgentNode, role: 'site' });
+      await state.nodeAgent.connect();
+      await state.siteAgent.connect();
+    },
+    async start(profile, options = {}) {
+      const document = { version: 1, target: 'metal', ...profile } as ProfileDefinition;
+      return db.transaction(async (tx) => {
+        await storeProfile(tx, { tenantId: 'root', profile: document }, clock.now());
+        const started = await compute.context.workflows!.start(tx, {
+          tenantId: 'root',
+          profileId: document.id,
+          profileVersion: document.version,
+          nodeId: options.nodeId ?? state.nodeId,
+          ...(options.owner ? { owner: options.owner } : {}),
+          ...(options.batchId ? { batchId: options.batchId } : {}),
+        });
+        return started.id;
+      });
+    },
+    async settle() {
+      await settle(compute, { clock, agents: [state.nodeAgent, state.siteAgent] });
+    },
+    workflow: (id) => getWorkflow(db, { workflowId: id }),
+    async eventTypes(id) {
+      const { rows } = await db.query<{ type: string }>('SELECT type FROM events WHERE subject = $1 ORDER BY seq', [`workflow/${id}`]);
+      return rows.map((r) => r.type);
+    },
+    close: () => compute.close(),
+  };
+  return labApi;
+}
+
+/** The states of a workflow's steps, `stepId:state`. */
+export function stepStates(workflow: WorkflowView): string[] {
+  return workflow.steps.map((s) => `${s.stepId}:${s.state}`);
+}
+
+/** A result as JSON, for comparing. */
+export function json(value: unknown): Json {
+  return JSON.parse(JSON.stringify(value)) as Json;
+}
+
+/**
+ * A second lab on the same database whose worker dies at the `at`-th transaction boundary after its own start-up
+ * (migrations and module init are counted first and skipped).
+ */
+export async function createCrashingLab(
+  db: SqlDatabase,
+  clock: FakeClock,
+  at: number,
+  when: CrashPlan['when'],
+): Promise<EngineLab> {
+  const counting = crashingDatabase(db, undefined);
+  const counter = await createEngineLab(counting, { clock });
+  const startup = counting.boundaries;
+  await counter.close();
+  return createEngineLab(crashingDatabase(db, { at: startup + at, when }), { clock });
+}

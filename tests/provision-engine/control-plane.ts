@@ -37,11 +37,12 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
     });
   });
 
-  it('runs a step again under the same idempotency key when the worker died after marking it running', async () => {
+  it('runs a step again under the same idempotency key when the worker died before settling it', async () => {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-crash', steps: [{ use: 'lab.noop' }] });
-    // Boundaries of the first pass: 1 starts the workflow, 2 marks main.1 running; crash right after that commit.
-    const dying = await createCrashingLab(lab.db, lab.clock, 2, 'after-commit');
+    // Boundaries of the dying worker's first pass: 1 is the kernel's expiry sweep (due first, by kind), 2 starts the
+    // workflow, 3 marks main.1 running, then the step runs; 4 would settle it, and the worker dies before that commits.
+    const dying = await createCrashingLab(lab.db, lab.clock, 4, 'before-commit');
     const error = await rejectionOf(() => dying.compute.runDueWork());
     expect(isWorkerCrashed(error)).toBe(true);
     expect(stepStates(await lab.workflow(id))).toEqual(['main.1:running']);

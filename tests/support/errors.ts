@@ -7,3 +7,13 @@ export async function rejectionOf(run: () => Promise<unknown>): Promise<unknown>
   }
   throw new Error('expected a rejection');
 }
+
+/** What `run` threw; fails the test when it returns instead. */
+export function errorOf(run: () => unknown): unknown {
+  try {
+    run();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}

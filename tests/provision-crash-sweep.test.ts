@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { runWithCrash } from './support/crash-sweep';
+import { BACKENDS } from './support/databases';
+
+// workflows.md, "What the tests guarantee": a worker killed at any point resumes from the persisted workflow, and no
+// command is sent twice. The worker dies at every transaction boundary in turn, before and after its commit.
+describe.each(BACKENDS)('a worker crashed at every transaction boundary ($name)', ({ create }) => {
+  it('finishes in the uncrashed final state with no command key sent twice', async () => {
+    const scratch = await create();
+    try {
+      const reference = await runWithCrash(scratch.db, undefined);
+      expect(reference.crashed).toBe(false);
+      expect(reference.outcome.state).toBe('failed');
+      expect(reference.boundaries).toBeGreaterThan(20);
+      const keys = reference.outcome.commands.map((c) => c.key);
+      expect(new Set(keys).size).toBe(keys.length);
+      for (let at = 1; at <= reference.boundaries; at += 1) {
+        for (const when of ['before-commit', 'after-commit'] as const) {
+          const run = await runWithCrash(scratch.db, { at, when });
+          expect(run.crashed, `crash at ${at} ${when}`).toBe(true);
+          expect(run.outcome, `crash at ${at} ${when}`).toEqual(reference.outcome);
+          expect(new Set(run.outcome.answered).size, `crash at ${at} ${when}`).toBe(run.outcome.answered.length);
+        }
+      }
+    } finally {
+      await scratch.drop();
+    }
+  }, 600_000);
+});

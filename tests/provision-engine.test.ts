@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
+import { agentStepScenarios } from './provision-engine/agent-steps';
+import { controlPlaneScenarios } from './provision-engine/control-plane';
 import { eventScenarios } from './provision-engine/events';
 import { failureScenarios } from './provision-engine/failures';
 import { profileStoreScenarios } from './provision-engine/profile-store';
-import { agentStepScenarios } from './provision-engine/agent-steps';
-import { controlPlaneScenarios } from './provision-engine/control-plane';
 import { startScenarios } from './provision-engine/start';
 import { verbScenarios } from './provision-engine/verbs';
 import { BACKENDS, type ScratchDatabase } from './support/databases';

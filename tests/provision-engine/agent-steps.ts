@@ -64,7 +64,9 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     await lab.start({ id: 'lab-site', steps: [{ use: 'lab.sitePing' }] });
     await lab.settle();
-    expect(await commands(lab)).toMatchObject([{ node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, kind: 'lab.ping' }]);
+    expect(await commands(lab)).toMatchObject([
+      { node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, kind: 'lab.ping' },
+    ]);
     expect(lab.siteAgent.answered).toHaveLength(1);
   });
 
@@ -80,7 +82,10 @@ export function agentStepScenarios(getLab: () => EngineLab) {
   it('holds site steps while the site agent is away, then finishes them without duplicates', async () => {
     const lab = getLab();
     lab.siteAgent.respond({ outcome: 'ignore' });
-    const id = await lab.start({ id: 'lab-away', steps: [{ use: 'lab.sitePing' }, { use: 'lab.sitePing', with: { n: 2 } }] });
+    const id = await lab.start({
+      id: 'lab-away',
+      steps: [{ use: 'lab.sitePing' }, { use: 'lab.sitePing', with: { n: 2 } }],
+    });
     await lab.compute.runDueWork();
     await lab.siteAgent.disconnect();
     lab.clock.advance(60_000);
@@ -103,12 +108,18 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     lab.nodeAgent.respond({ outcome: 'fail', reason: 'disk busy' });
     let id = await lab.start({ id: 'lab-cf', steps: [{ use: 'lab.ping' }] });
     await lab.settle();
-    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, (await lab.workflow(id)).steps[0]?.error?.message as string]);
+    outcomes.push([
+      (await lab.workflow(id)).steps[0]?.error?.code as string,
+      (await lab.workflow(id)).steps[0]?.error?.message as string,
+    ]);
 
     lab.nodeAgent.respond({ outcome: 'reject', reason: 'unsupported' });
     id = await lab.start({ id: 'lab-cr', steps: [{ use: 'lab.ping' }] });
     await lab.settle();
-    outcomes.push([(await lab.workflow(id)).steps[0]?.error?.code as string, (await lab.workflow(id)).steps[0]?.error?.message as string]);
+    outcomes.push([
+      (await lab.workflow(id)).steps[0]?.error?.code as string,
+      (await lab.workflow(id)).steps[0]?.error?.message as string,
+    ]);
 
     lab.nodeAgent.respond({ outcome: 'ignore' });
     id = await lab.start({ id: 'lab-ce', steps: [{ use: 'lab.ping' }] });
@@ -143,7 +154,10 @@ export function agentStepScenarios(getLab: () => EngineLab) {
 
   it('puts the workflow batch on destructive commands only', async () => {
     const lab = getLab();
-    const id = await lab.start({ id: 'lab-batch', steps: [{ use: 'lab.ping' }, { use: 'lab.wipeDisks' }] }, { batchId: 'bat_7' });
+    const id = await lab.start(
+      { id: 'lab-batch', steps: [{ use: 'lab.ping' }, { use: 'lab.wipeDisks' }] },
+      { batchId: 'bat_7' },
+    );
     await lab.nodeAgent.rejoin({ role: 'ramdisk' });
     await lab.settle();
     expect((await lab.workflow(id)).state).toBe('succeeded');

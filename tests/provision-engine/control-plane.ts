@@ -5,14 +5,19 @@ import { createCrashingLab, type EngineLab, lab as record, stepStates } from '..
 import { rejectionOf } from '../support/errors';
 
 async function dueAt(lab: EngineLab): Promise<Date | undefined> {
-  const { rows } = await lab.db.query<{ not_before: Date }>("SELECT not_before FROM work_items WHERE kind = 'workflow'");
+  const { rows } = await lab.db.query<{ not_before: Date }>(
+    "SELECT not_before FROM work_items WHERE kind = 'workflow'",
+  );
   return rows[0]?.not_before;
 }
 
 export function controlPlaneScenarios(getLab: () => EngineLab) {
   it('runs control-plane steps in order and stores each result', async () => {
     const lab = getLab();
-    const id = await lab.start({ id: 'lab-cp', steps: [{ use: 'lab.noop', with: { tag: 'a' } }, { use: 'lab.inspect' }] });
+    const id = await lab.start({
+      id: 'lab-cp',
+      steps: [{ use: 'lab.noop', with: { tag: 'a' } }, { use: 'lab.inspect' }],
+    });
     await lab.settle();
     const wf = await lab.workflow(id);
     expect(wf.state).toBe('succeeded');
@@ -22,7 +27,10 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
 
   it("gives run the workflow's coordinates and no open transaction", async () => {
     const lab = getLab();
-    const id = await lab.start({ id: 'lab-ctx', steps: [{ use: 'lab.noop' }, { use: 'lab.inspect' }] }, { batchId: 'bat_1' });
+    const id = await lab.start(
+      { id: 'lab-ctx', steps: [{ use: 'lab.noop' }, { use: 'lab.inspect' }] },
+      { batchId: 'bat_1' },
+    );
     await lab.settle();
     expect(record.contexts[0]).toEqual({
       workflowId: id,
@@ -93,7 +101,9 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
   it('fails a step whose input no longer passes its manifest with INVALID_INPUT', async () => {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-bad-input', steps: [{ use: 'lab.inspect', with: { port: 22 } }] });
-    await lab.db.query(`UPDATE workflow_steps SET spec = jsonb_set(spec, '{with,port}', '0') WHERE workflow_id = $1`, [id]);
+    await lab.db.query(`UPDATE workflow_steps SET spec = jsonb_set(spec, '{with,port}', '0') WHERE workflow_id = $1`, [
+      id,
+    ]);
     await lab.settle();
     expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'failed', error: { code: 'INVALID_INPUT' } });
   });
@@ -138,7 +148,12 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
       'SELECT key, batch_id, target_node_id, workflow_id FROM commands',
     );
     expect(rows).toEqual([
-      { key: stepCommandKey({ workflowId: id, stepId: 'main.1', attempt: 0 }), batch_id: 'bat_1', target_node_id: lab.nodeId, workflow_id: id },
+      {
+        key: stepCommandKey({ workflowId: id, stepId: 'main.1', attempt: 0 }),
+        batch_id: 'bat_1',
+        target_node_id: lab.nodeId,
+        workflow_id: id,
+      },
     ]);
     expect(record.runs.length).toBeGreaterThanOrEqual(2);
   });

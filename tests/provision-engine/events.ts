@@ -1,11 +1,20 @@
-import { abortWorkflow, pauseWorkflow, resumeWorkflow, retryWorkflow, WORKFLOW_EVENT_TYPES } from 'better-compute/provision';
+import {
+  abortWorkflow,
+  pauseWorkflow,
+  resumeWorkflow,
+  retryWorkflow,
+  WORKFLOW_EVENT_TYPES,
+} from 'better-compute/provision';
 import { expect, it } from 'vitest';
 import type { EngineLab } from '../support/engine-lab';
 
 export function eventScenarios(getLab: () => EngineLab) {
   it('publishes each transition with subject workflow/<id> and the workflow, node and profile in its data', async () => {
     const lab = getLab();
-    const id = await lab.start({ id: 'lab-events', steps: [{ use: 'lab.noop' }, { use: 'lab.noop', when: 'missing' }] });
+    const id = await lab.start({
+      id: 'lab-events',
+      steps: [{ use: 'lab.noop' }, { use: 'lab.noop', when: 'missing' }],
+    });
     await lab.settle();
     expect(await lab.eventTypes(id)).toEqual([
       'workflow.created',
@@ -20,7 +29,16 @@ export function eventScenarios(getLab: () => EngineLab) {
     );
     expect(rows[0]).toEqual({
       tenant_id: 'root',
-      data: { workflowId: id, nodeId: lab.nodeId, profileId: 'lab-events', profileVersion: 1, stepId: 'main.1', action: 'lab.noop', phase: 'main', attempt: 0 },
+      data: {
+        workflowId: id,
+        nodeId: lab.nodeId,
+        profileId: 'lab-events',
+        profileVersion: 1,
+        stepId: 'main.1',
+        action: 'lab.noop',
+        phase: 'main',
+        attempt: 0,
+      },
     });
   });
 
@@ -51,6 +69,9 @@ export function eventScenarios(getLab: () => EngineLab) {
       "SELECT data FROM events WHERE type = 'workflow.failed' AND subject = $1",
       [`workflow/${id}`],
     );
-    expect(rows[0]?.data.error).toMatchObject({ code: 'COMMAND_FAILED', message: 'main.1 (lab.ping): command lab.ping failed: bad' });
+    expect(rows[0]?.data.error).toMatchObject({
+      code: 'COMMAND_FAILED',
+      message: 'main.1 (lab.ping): command lab.ping failed: bad',
+    });
   });
 }

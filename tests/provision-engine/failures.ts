@@ -12,7 +12,11 @@ export function failureScenarios(getLab: () => EngineLab) {
     });
     await lab.settle();
     const wf = await lab.workflow(id);
-    expect(lab.nodeAgent.answered.map((a) => a.key)).toEqual([`wf:${id}:main.1`, `wf:${id}:main.1#1`, `wf:${id}:main.1#2`]);
+    expect(lab.nodeAgent.answered.map((a) => a.key)).toEqual([
+      `wf:${id}:main.1`,
+      `wf:${id}:main.1#1`,
+      `wf:${id}:main.1#2`,
+    ]);
     expect(wf.steps[0]).toMatchObject({ state: 'failed', attempt: 2, error: { code: 'COMMAND_FAILED' } });
     expect(stepStates(wf)).toEqual(['main.1:failed', 'main.2:cancelled', 'cleanup.1:succeeded']);
     expect(wf.state).toBe('failed');
@@ -31,7 +35,10 @@ export function failureScenarios(getLab: () => EngineLab) {
   it("moves on past a step with onFailure: 'continue' and succeeds", async () => {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'reject', reason: 'no' });
-    const id = await lab.start({ id: 'lab-continue', steps: [{ use: 'lab.ping', onFailure: 'continue' }, { use: 'lab.noop' }] });
+    const id = await lab.start({
+      id: 'lab-continue',
+      steps: [{ use: 'lab.ping', onFailure: 'continue' }, { use: 'lab.noop' }],
+    });
     await lab.settle();
     const wf = await lab.workflow(id);
     expect(stepStates(wf)).toEqual(['main.1:failed', 'main.2:succeeded']);
@@ -70,7 +77,12 @@ export function failureScenarios(getLab: () => EngineLab) {
     });
     await lab.settle();
     const wf = await lab.workflow(id);
-    expect(stepStates(wf)).toEqual(['main.1:failed', 'main.2:cancelled', 'main.1.on-failure:succeeded', 'cleanup.1:succeeded']);
+    expect(stepStates(wf)).toEqual([
+      'main.1:failed',
+      'main.2:cancelled',
+      'main.1.on-failure:succeeded',
+      'cleanup.1:succeeded',
+    ]);
     expect(wf.state).toBe('failed');
     expect(record.runs.map((r) => r.stepId)).toEqual(['main.1.on-failure', 'cleanup.1']);
   });
@@ -108,7 +120,12 @@ export function failureScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-cleanup-ok', steps: [{ use: 'lab.mount' }], cleanup: [{ use: 'lab.noop' }] });
     await lab.settle();
-    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:succeeded', 'main.1.cleanup.1:succeeded', 'main.1.cleanup.2:succeeded', 'cleanup.1:succeeded']);
+    expect(stepStates(await lab.workflow(id))).toEqual([
+      'main.1:succeeded',
+      'main.1.cleanup.1:succeeded',
+      'main.1.cleanup.2:succeeded',
+      'cleanup.1:succeeded',
+    ]);
   });
 
   it('never lets a failing cleanup step stop the rest of the cleanup', async () => {

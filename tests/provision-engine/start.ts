@@ -30,7 +30,16 @@ export function startScenarios(getLab: () => EngineLab) {
       'cleanup.1',
     ]);
     expect(wf.steps.map((s) => s.phase)).toEqual([
-      'main', 'main', 'main', 'main', 'on-failure', 'cleanup', 'cleanup', 'cleanup', 'cleanup', 'cleanup',
+      'main',
+      'main',
+      'main',
+      'main',
+      'on-failure',
+      'cleanup',
+      'cleanup',
+      'cleanup',
+      'cleanup',
+      'cleanup',
     ]);
     expect(wf).toMatchObject({ state: 'pending', profileId: 'lab-rows', profileVersion: 1 });
     expect(wf.id).toMatch(/^wf_/);
@@ -52,7 +61,11 @@ export function startScenarios(getLab: () => EngineLab) {
       kind: 'driver.invoke',
       nodeId: lab.siteAgent.nodeId,
       targetNodeId: lab.nodeId,
-      payload: { operation: 'power.setPower', driver: { driver: 'redfish', endpoint: 'bmc-1' }, input: { action: 'cycle' } },
+      payload: {
+        operation: 'power.setPower',
+        driver: { driver: 'redfish', endpoint: 'bmc-1' },
+        input: { action: 'cycle' },
+      },
     });
   });
 
@@ -63,7 +76,9 @@ export function startScenarios(getLab: () => EngineLab) {
   });
 
   it('refuses an on: that is neither the step runsOn nor one of its relays', async () => {
-    const error = await rejectionOf(() => getLab().start({ id: 'lab-on', steps: [{ use: 'lab.noop', on: 'ramdisk' }] }));
+    const error = await rejectionOf(() =>
+      getLab().start({ id: 'lab-on', steps: [{ use: 'lab.noop', on: 'ramdisk' }] }),
+    );
     expect(error).toMatchObject({ code: 'INVALID_INPUT', details: { path: ['steps', 0, 'use'] } });
   });
 
@@ -77,7 +92,11 @@ export function startScenarios(getLab: () => EngineLab) {
     const error = await rejectionOf(() =>
       getLab().start({
         id: 'lab-issues',
-        steps: [{ use: 'acme.missing' }, { use: 'lab.inspect', with: { port: 0 } }, { use: 'power.setPower', on: 'site' }],
+        steps: [
+          { use: 'acme.missing' },
+          { use: 'lab.inspect', with: { port: 0 } },
+          { use: 'power.setPower', on: 'site' },
+        ],
         cleanup: [{ use: 'lab.noop', with: { tag: 7 } }],
       }),
     );
@@ -110,12 +129,17 @@ export function startScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     const start = (input: Record<string, unknown>) =>
       rejectionOf(() =>
-        lab.db.transaction((tx) => lab.compute.context.workflows!.start(tx, { tenantId: 'root', profileId: 'lab-none', ...input })),
+        lab.db.transaction((tx) =>
+          lab.compute.context.workflows!.start(tx, { tenantId: 'root', profileId: 'lab-none', ...input }),
+        ),
       );
     expect(await start({ nodeId: lab.nodeId })).toMatchObject({ code: 'NOT_FOUND', details: { path: ['profileId'] } });
     await lab.start({ id: 'lab-nf', steps: [{ use: 'lab.noop' }] });
     await lab.settle();
-    expect(await start({ profileId: 'lab-nf', nodeId: 'node_missing' })).toMatchObject({ code: 'NOT_FOUND', details: { path: ['nodeId'] } });
+    expect(await start({ profileId: 'lab-nf', nodeId: 'node_missing' })).toMatchObject({
+      code: 'NOT_FOUND',
+      details: { path: ['nodeId'] },
+    });
     expect(await start({ tenantId: 'acme', profileId: 'lab-nf', nodeId: lab.nodeId })).toMatchObject({
       code: 'NOT_FOUND',
       details: { path: ['nodeId'] },
@@ -136,7 +160,11 @@ export function startScenarios(getLab: () => EngineLab) {
       'SELECT command_kinds, owner, document FROM workflows WHERE id = $1',
       [id],
     );
-    expect(rows[0]).toMatchObject({ command_kinds: ['driver.invoke', 'lab.ping', 'lab.wipe'], owner: 'lab.owner', document: { id: 'lab-kinds' } });
+    expect(rows[0]).toMatchObject({
+      command_kinds: ['driver.invoke', 'lab.ping', 'lab.wipe'],
+      owner: 'lab.owner',
+      document: { id: 'lab-kinds' },
+    });
   });
 
   it('queues the owner under the workflow key when the workflow ends', async () => {
@@ -150,7 +178,11 @@ export function startScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     await rejectionOf(() =>
       lab.db.transaction(async (tx) => {
-        await storeProfile(tx, { tenantId: 'root', profile: { id: 'lab-rb', version: 1, target: 'metal', steps: [{ use: 'lab.noop' }] } }, lab.clock.now());
+        await storeProfile(
+          tx,
+          { tenantId: 'root', profile: { id: 'lab-rb', version: 1, target: 'metal', steps: [{ use: 'lab.noop' }] } },
+          lab.clock.now(),
+        );
         await lab.compute.context.workflows!.start(tx, { tenantId: 'root', profileId: 'lab-rb', nodeId: lab.nodeId });
         throw new Error('caller gives up');
       }),

@@ -10,7 +10,11 @@ export function verbScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'silent' });
     const id = await lab.start(
-      { id: 'lab-abort', steps: [{ use: 'lab.ping' }, { use: 'lab.noop' }], cleanup: [{ use: 'lab.noop', with: { tag: 'c' } }] },
+      {
+        id: 'lab-abort',
+        steps: [{ use: 'lab.ping' }, { use: 'lab.noop' }],
+        cleanup: [{ use: 'lab.noop', with: { tag: 'c' } }],
+      },
       { owner: 'lab.owner' },
     );
     await lab.compute.runDueWork();
@@ -28,7 +32,11 @@ export function verbScenarios(getLab: () => EngineLab) {
 
   it('cancels a pending workflow at once, with no cleanup owed', async () => {
     const lab = getLab();
-    const id = await lab.start({ id: 'lab-abort-pending', steps: [{ use: 'lab.noop' }], cleanup: [{ use: 'lab.noop' }] });
+    const id = await lab.start({
+      id: 'lab-abort-pending',
+      steps: [{ use: 'lab.noop' }],
+      cleanup: [{ use: 'lab.noop' }],
+    });
     const wf = await abortWorkflow(ctx(), { workflowId: id });
     expect(wf.state).toBe('cancelled');
     expect(stepStates(wf)).toEqual(['main.1:cancelled', 'cleanup.1:cancelled']);
@@ -45,7 +53,9 @@ export function verbScenarios(getLab: () => EngineLab) {
     expect((await lab.eventTypes(id)).filter((t) => t === 'workflow.cancelled')).toHaveLength(1);
     const done = await lab.start({ id: 'lab-abort-done', steps: [{ use: 'lab.noop' }] });
     await lab.settle();
-    expect(await rejectionOf(() => abortWorkflow(ctx(), { workflowId: done }))).toMatchObject({ code: 'INVALID_STATE' });
+    expect(await rejectionOf(() => abortWorkflow(ctx(), { workflowId: done }))).toMatchObject({
+      code: 'INVALID_STATE',
+    });
   });
 
   it('answers NOT_FOUND for a workflow of another tenant', async () => {
@@ -60,7 +70,11 @@ export function verbScenarios(getLab: () => EngineLab) {
     lab.nodeAgent.respond({ outcome: 'fail', reason: 'bad' });
     const id = await lab.start({
       id: 'lab-retry-wf',
-      steps: [{ use: 'lab.noop' }, { use: 'lab.ping', onFailure: { use: 'lab.noop', with: { tag: 'h' } } }, { use: 'lab.noop' }],
+      steps: [
+        { use: 'lab.noop' },
+        { use: 'lab.ping', onFailure: { use: 'lab.noop', with: { tag: 'h' } } },
+        { use: 'lab.noop' },
+      ],
       cleanup: [{ use: 'lab.noop', with: { tag: 'c' } }],
     });
     await lab.settle();
@@ -110,7 +124,9 @@ export function verbScenarios(getLab: () => EngineLab) {
   it('refuses to retry a workflow that is not failed, and one whose node has another active workflow', async () => {
     const lab = getLab();
     const running = await lab.start({ id: 'lab-nr', steps: [{ use: 'lab.noop' }] });
-    expect(await rejectionOf(() => retryWorkflow(ctx(), { workflowId: running }))).toMatchObject({ code: 'INVALID_STATE' });
+    expect(await rejectionOf(() => retryWorkflow(ctx(), { workflowId: running }))).toMatchObject({
+      code: 'INVALID_STATE',
+    });
     await lab.settle();
     lab.nodeAgent.respond({ outcome: 'fail', reason: 'bad' });
     const failed = await lab.start({ id: 'lab-failed', steps: [{ use: 'lab.ping' }] });
@@ -137,7 +153,11 @@ export function verbScenarios(getLab: () => EngineLab) {
   it('refuses to pause a workflow in its cleanup phase or not running, and to resume one not paused', async () => {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'ignore' });
-    const id = await lab.start({ id: 'lab-pause-cleanup', steps: [{ use: 'lab.noop' }], cleanup: [{ use: 'lab.ping' }] });
+    const id = await lab.start({
+      id: 'lab-pause-cleanup',
+      steps: [{ use: 'lab.noop' }],
+      cleanup: [{ use: 'lab.ping' }],
+    });
     await lab.compute.runDueWork();
     expect(stepStates(await lab.workflow(id))).toEqual(['main.1:succeeded', 'cleanup.1:waiting']);
     expect(await rejectionOf(() => pauseWorkflow(ctx(), { workflowId: id }))).toMatchObject({

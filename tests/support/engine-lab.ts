@@ -56,7 +56,13 @@ export const lab: LabRecord = {
 };
 
 function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
-  lab.runs.push({ action, stepId: ctx.stepId, attempt: ctx.attempt, idempotencyKey: ctx.idempotencyKey, workflowId: ctx.workflowId });
+  lab.runs.push({
+    action,
+    stepId: ctx.stepId,
+    attempt: ctx.attempt,
+    idempotencyKey: ctx.idempotencyKey,
+    workflowId: ctx.workflowId,
+  });
 }
 
 const empty = manifest({});
@@ -83,7 +89,9 @@ export const labSteps = [
     async run(input, ctx) {
       record('lab.inspect', ctx);
       // A transaction of its own succeeds only if none is open on the connection (PGlite would refuse it).
-      const inside = await ctx.sql.transaction(async (tx) => (await tx.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one);
+      const inside = await ctx.sql.transaction(
+        async (tx) => (await tx.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one,
+      );
       lab.contexts.push({
         workflowId: ctx.workflowId,
         stepId: ctx.stepId,
@@ -149,7 +157,13 @@ export const labSteps = [
       record('lab.relay', ctx);
       const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
       if (!agent) throw stepNotReady(2_000);
-      const sent = await awaitCommand(ctx, { nodeId: agent.nodeId, kind: 'lab.wipe', payload: {}, ...(input.key ? { key: input.key } : {}), targetNodeId: ctx.node!.id });
+      const sent = await awaitCommand(ctx, {
+        nodeId: agent.nodeId,
+        kind: 'lab.wipe',
+        payload: {},
+        ...(input.key ? { key: input.key } : {}),
+        targetNodeId: ctx.node!.id,
+      });
       return { commandId: sent.commandId };
     },
   }),
@@ -205,7 +219,10 @@ export const labSteps = [
     timeout: '1m',
     retrySafe: true,
     input: empty,
-    cleanup: [{ use: 'lab.noop', with: { tag: 'unmount-1' } }, { use: 'lab.noop', with: { tag: 'unmount-2' } }],
+    cleanup: [
+      { use: 'lab.noop', with: { tag: 'unmount-1' } },
+      { use: 'lab.noop', with: { tag: 'unmount-2' } },
+    ],
     async run(_input, ctx) {
       record('lab.mount', ctx);
       return null;
@@ -245,7 +262,10 @@ export interface EngineLab {
   siteAgent: FakeAgent;
   agents: FakeAgent[];
   /** Stores a profile under `root` (or `tenantId`) and starts a workflow on the node. */
-  start(profile: Omit<ProfileDefinition, 'version' | 'target'> & Partial<ProfileDefinition>, options?: { owner?: string; nodeId?: string; batchId?: string }): Promise<string>;
+  start(
+    profile: Omit<ProfileDefinition, 'version' | 'target'> & Partial<ProfileDefinition>,
+    options?: { owner?: string; nodeId?: string; batchId?: string },
+  ): Promise<string>;
   settle(): Promise<void>;
   workflow(id: string): Promise<WorkflowView>;
   eventTypes(id: string): Promise<string[]>;
@@ -266,7 +286,12 @@ export async function createEngineLab(
   const extraModules = options.modules ?? [];
   const provision = provisionModule({ steps: labSteps });
   const compute = await betterCompute({ database: db, clock, modules: [labModule, provision, ...extraModules] });
-  const state = { siteId: '', nodeId: '', nodeAgent: undefined as unknown as FakeAgent, siteAgent: undefined as unknown as FakeAgent };
+  const state = {
+    siteId: '',
+    nodeId: '',
+    nodeAgent: undefined as unknown as FakeAgent,
+    siteAgent: undefined as unknown as FakeAgent,
+  };
   const labApi: EngineLab = {
     compute,
     db,
@@ -317,7 +342,9 @@ export async function createEngineLab(
     },
     workflow: (id) => getWorkflow(db, { workflowId: id }),
     async eventTypes(id) {
-      const { rows } = await db.query<{ type: string }>('SELECT type FROM events WHERE subject = $1 ORDER BY seq', [`workflow/${id}`]);
+      const { rows } = await db.query<{ type: string }>('SELECT type FROM events WHERE subject = $1 ORDER BY seq', [
+        `workflow/${id}`,
+      ]);
       return rows.map((r) => r.type);
     },
     close: () => compute.close(),

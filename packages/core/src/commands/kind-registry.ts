@@ -2,15 +2,18 @@ import { ComputeError } from '../errors';
 import { isStandardSchema } from '../manifest';
 import type { CommandKindEntry, CommandKindRegistry } from './types';
 
-// Two or more lower-case segments: `boot.kexec`, `driver.invoke`, `diag.dcgm`.
-const KIND_NAME = /^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$/;
+// Two or more dotted segments, the first lower-case, later ones may be camelCase: `boot.kexec`, `driver.invoke`,
+// `site.httpProxy` (a kind the reference pages name).
+const KIND_NAME = /^[a-z][a-z0-9-]*(\.[a-zA-Z][a-zA-Z0-9-]*)+$/;
 
 /**
- * Whether a string is a valid command kind name: dotted lower-case segments such as `boot.kexec`.
+ * Whether a string is a valid command kind name: two or more dotted segments, the first lower-case, such as
+ * `boot.kexec` or `site.httpProxy`.
  *
  * @example
  * ```ts
  * isCommandKindName('boot.kexec'); // true
+ * isCommandKindName('site.httpProxy'); // true
  * isCommandKindName('Reboot'); // false
  * ```
  */
@@ -37,7 +40,7 @@ export function createCommandKindRegistry(entries: readonly CommandKindEntry[]):
     if (!isCommandKindName(name)) {
       throw new ComputeError(
         'INVALID_CONFIG',
-        `command kind ${JSON.stringify(name)} of module ${entry?.moduleId} must be dotted lower-case, like boot.kexec`,
+        `command kind ${JSON.stringify(name)} of module ${entry?.moduleId} must be dotted, its first segment lower-case, like boot.kexec`,
         { details: { path: ['commandKinds', index, 'name'], moduleId: entry?.moduleId } },
       );
     }

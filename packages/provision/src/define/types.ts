@@ -1,5 +1,5 @@
-import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Duration, Json, ModuleContext } from '@better-compute/core';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 
 /** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
 export type StepRunsOn = 'control-plane' | 'site' | 'node' | 'ramdisk';
@@ -103,11 +103,12 @@ interface StepDefinitionBase<S extends StepInputSchema> {
  * const render: ControlPlaneStepDefinition<typeof input> = { id: 'acme.render', runsOn: 'control-plane', timeout: '1m', retrySafe: true, input, run: async () => ({}) };
  * ```
  */
-export interface ControlPlaneStepDefinition<S extends StepInputSchema = StepInputSchema>
-  extends StepDefinitionBase<S> {
+export interface ControlPlaneStepDefinition<S extends StepInputSchema = StepInputSchema> extends StepDefinitionBase<S> {
   readonly runsOn: 'control-plane';
+  // A method, not a function property, so a step typed by its own input is still a `Step` (parameters compare
+  // bivariantly): registries and module extensions hold steps of many inputs.
   // biome-ignore lint/suspicious/noConfusingVoidType: a step with no result may simply return
-  readonly run: (input: StandardSchemaV1.InferOutput<S>, ctx: StepContext) => Promise<Json | void>;
+  run(input: StandardSchemaV1.InferOutput<S>, ctx: StepContext): Promise<Json | void>;
   /** The places a profile may name with `on:`. */
   readonly relays?: readonly AgentPlace[];
   /** Every dotted command kind `run` may enqueue; any other is INVALID_CONFIG. */

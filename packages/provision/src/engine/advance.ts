@@ -77,7 +77,15 @@ async function handleInFlight(
       : checkAgentStep(tx, env, workflow, steps, step, now);
   }
   if (step.deadline && now.getTime() >= step.deadline.getTime()) {
-    await failStep(tx, env, workflow, steps, step, { code: 'TIMEOUT', message: 'no result before the step deadline' }, now);
+    await failStep(
+      tx,
+      env,
+      workflow,
+      steps,
+      step,
+      { code: 'TIMEOUT', message: 'no result before the step deadline' },
+      now,
+    );
     return { kind: 'continue' };
   }
   // Running and not overdue: the previous run ended without settling (a crash, or stepNotReady). Run it again under
@@ -122,7 +130,8 @@ export async function advanceWorkflow(
     await skipStep(tx, env, workflow, step, 'when is false', now);
     return { kind: 'continue' };
   }
-  const parent = step.phase === 'cleanup' && step.parentStepId ? steps.find((s) => s.stepId === step.parentStepId) : undefined;
+  const parent =
+    step.phase === 'cleanup' && step.parentStepId ? steps.find((s) => s.stepId === step.parentStepId) : undefined;
   if (parent && parent.firstStartedAt === null) {
     await skipStep(tx, env, workflow, step, `${parent.stepId} never started`, now);
     return { kind: 'continue' };

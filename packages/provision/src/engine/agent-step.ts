@@ -7,8 +7,8 @@ import {
   type SqlExecutor,
   validateInput,
 } from '@better-compute/core';
-import { agentStepCommandKey } from '../steps/step-command-key';
 import { siteAgentFor } from '../steps/site-agent-for';
+import { agentStepCommandKey } from '../steps/step-command-key';
 import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';
 import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
@@ -30,7 +30,11 @@ function stepErrorOf(error: ComputeError): StepError {
 async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRecord): Promise<Json> {
   if (step.resolution === 'driver') {
     const concern = step.action.split('.')[0] as string;
-    return { operation: step.action, driver: workflow.document.drivers?.[concern] ?? null, input: step.spec.with ?? {} };
+    return {
+      operation: step.action,
+      driver: workflow.document.drivers?.[concern] ?? null,
+      input: step.spec.with ?? {},
+    };
   }
   const definition = env.steps.get(step.action);
   if (!definition || definition.runsOn === 'control-plane') {
@@ -79,7 +83,10 @@ export async function sendAgentCommand(
     const agent = await siteAgentFor(tx, node.id, env.ctx.clock);
     if (!agent) {
       if (now.getTime() >= deadline.getTime()) {
-        return fail({ code: 'NO_SITE_AGENT', message: `no connected site agent served site ${node.siteId ?? '(none)'}` });
+        return fail({
+          code: 'NO_SITE_AGENT',
+          message: `no connected site agent served site ${node.siteId ?? '(none)'}`,
+        });
       }
       return waitUntil(now, ENGINE_DEFAULTS.commandStepPollMs, deadline);
     }

@@ -90,7 +90,8 @@ function resolveUse(use: string, on: StepRunsOn | undefined, profile: Profile, c
     if (!ctx.commandKinds.has(DRIVER_INVOKE_KIND)) {
       return `${use} is a driver operation, but no module registers the ${DRIVER_INVOKE_KIND} command kind`;
     }
-    if (profile.drivers?.[concern] === undefined) return `${use} is a driver operation, but no driver is bound for ${concern}`;
+    if (profile.drivers?.[concern] === undefined)
+      return `${use} is a driver operation, but no driver is bound for ${concern}`;
     return { resolution: 'driver', action: use, runsOn: on as AgentPlace, concern };
   }
   return `${use} is not a registered step or a driver operation`;
@@ -129,7 +130,8 @@ async function expandOne(
     }
   }
   const definition = resolved.resolution === 'step' ? resolved.step : undefined;
-  const awaitRejoin = (spec.await ?? (definition?.runsOn !== 'control-plane' ? definition?.await : undefined)) === 'rejoin';
+  const awaitRejoin =
+    (spec.await ?? (definition?.runsOn !== 'control-plane' ? definition?.await : undefined)) === 'rejoin';
   if (awaitRejoin && resolved.runsOn === 'control-plane') {
     issues.push({ path: [...path, 'await'], message: `await: 'rejoin' needs an agent step`, code: 'INVALID_INPUT' });
   }

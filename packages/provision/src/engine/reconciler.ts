@@ -1,8 +1,7 @@
 import type { ModuleContext, Reconciler, SqlExecutor } from '@better-compute/core';
 import { advanceWorkflow } from './advance';
 import type { Decision, RunRequest } from './decision';
-import { waitUntil } from './decision';
-import { runControlPlaneStep, type RunOutcome } from './run-step';
+import { type RunOutcome, runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { type EngineEnv, failStep, succeedStep } from './transitions';
 import { lockActiveWorkflow } from './workflow-rows';
@@ -18,7 +17,7 @@ async function settleRun(tx: SqlExecutor, env: EngineEnv, request: RunRequest, o
   const loaded = await lockActiveWorkflow(tx, request.key);
   if (!loaded || loaded.workflow.id !== request.workflowId) return;
   const step = loaded.steps.find((s) => s.stepId === request.stepId);
-  if (!step || step.state !== 'running' || step.attempt !== request.attempt) return;
+  if (step?.state !== 'running' || step.attempt !== request.attempt) return;
   const now = env.ctx.clock.now();
   if (outcome.kind === 'succeeded') await succeedStep(tx, env, loaded.workflow, step, outcome.result, now);
   if (outcome.kind === 'failed') await failStep(tx, env, loaded.workflow, loaded.steps, step, outcome.error, now);
@@ -43,12 +42,14 @@ export function workflowReconciler(steps: StepRegistry): Reconciler {
         return loaded ? advanceWorkflow(tx, env, loaded, ctx.clock.now()) : { kind: 'idle' };
       });
       if (decision.kind === 'idle') return undefined;
-      if (decision.kind === 'wait') return { requeueAfterMs: Math.max(0, decision.until.getTime() - ctx.clock.now().getTime()) };
+      if (decision.kind === 'wait')
+        return { requeueAfterMs: Math.max(0, decision.until.getTime() - ctx.clock.now().getTime()) };
       if (decision.kind === 'run') {
         const outcome = await runControlPlaneStep(ctx, steps, decision.request);
         if (outcome.kind === 'not-ready') {
-          const wait = waitUntil(ctx.clock.now(), outcome.ms, decision.request.deadline);
-          if (wait.kind === 'wait') return { requeueAfterMs: Math.max(0, wait.until.getTime() - ctx.clock.now().getTime()) };
+          // Nothing to settle: the step stays running and runs again after the delay, never past its deadline.
+          const at = Math.min(ctx.clock.now().getTime() + outcome.ms, decision.request.deadline.getTime());
+          return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
         }
         await ctx.sql.transaction((tx) => settleRun(tx, env, decision.request, outcome));
       }

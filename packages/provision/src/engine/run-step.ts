@@ -1,7 +1,14 @@
-import { checkJson, ComputeError, isComputeError, type Json, type ModuleContext, validateInput } from '@better-compute/core';
+import {
+  ComputeError,
+  checkJson,
+  isComputeError,
+  type Json,
+  type ModuleContext,
+  validateInput,
+} from '@better-compute/core';
 import type { RunRequest } from './decision';
-import { isStepNotReady } from './step-not-ready';
 import { buildStepContext } from './step-context';
+import { isStepNotReady } from './step-not-ready';
 import type { StepRegistry } from './step-registry';
 import type { StepError } from './workflow-rows';
 
@@ -42,8 +49,11 @@ export async function runControlPlaneStep(
   request: RunRequest,
 ): Promise<RunOutcome> {
   const definition = steps.get(request.action);
-  if (!definition || definition.runsOn !== 'control-plane') {
-    const error = { code: 'INVALID_CONFIG' as const, message: `step ${request.action} is not registered in this worker` };
+  if (definition?.runsOn !== 'control-plane') {
+    const error = {
+      code: 'INVALID_CONFIG' as const,
+      message: `step ${request.action} is not registered in this worker`,
+    };
     return { kind: 'failed', error };
   }
   const controller = new AbortController();
@@ -56,7 +66,10 @@ export async function runControlPlaneStep(
     const value = (await definition.run(input, stepCtx)) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {
-      return { kind: 'failed', error: { code: 'INTERNAL', message: `the step returned a non-JSON result: ${problem.message}` } };
+      return {
+        kind: 'failed',
+        error: { code: 'INTERNAL', message: `the step returned a non-JSON result: ${problem.message}` },
+      };
     }
     return { kind: 'succeeded', result: value as Json };
   } catch (error) {

@@ -23,15 +23,20 @@ const MAX_TEXT = 512;
 function text(value: unknown, path: ErrorPath, required: boolean): string | undefined {
   if (value === undefined && !required) return undefined;
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_TEXT) {
-    throw new ComputeError('INVALID_INPUT', `${path.join('.')} must be a non-empty string of at most ${MAX_TEXT} characters`, {
-      details: { path },
-    });
+    throw new ComputeError(
+      'INVALID_INPUT',
+      `${path.join('.')} must be a non-empty string of at most ${MAX_TEXT} characters`,
+      {
+        details: { path },
+      },
+    );
   }
   return value;
 }
 
-function checkStart(input: StartWorkflowInput): Required<Pick<StartWorkflowInput, 'tenantId' | 'profileId'>> &
-  StartWorkflowInput {
+function checkStart(
+  input: StartWorkflowInput,
+): Required<Pick<StartWorkflowInput, 'tenantId' | 'profileId'>> & StartWorkflowInput {
   if (typeof input !== 'object' || input === null) {
     throw new ComputeError('INVALID_INPUT', 'start takes an object', { details: { path: [] } });
   }

@@ -1,4 +1,4 @@
-import { ComputeError, type CommandQueue, type ModuleContext } from '@better-compute/core';
+import { type CommandQueue, ComputeError, type ModuleContext } from '@better-compute/core';
 import type { StepContext } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';

@@ -29,9 +29,13 @@ export function buildStepRegistry(own: readonly unknown[], modules: readonly Com
     }
     const previous = where.get(candidate.id);
     if (previous) {
-      throw new ComputeError('INVALID_CONFIG', `step '${candidate.id}' is registered twice: by ${previous} and by ${label}`, {
-        details: { path, stepId: candidate.id },
-      });
+      throw new ComputeError(
+        'INVALID_CONFIG',
+        `step '${candidate.id}' is registered twice: by ${previous} and by ${label}`,
+        {
+          details: { path, stepId: candidate.id },
+        },
+      );
     }
     where.set(candidate.id, label);
     steps.set(candidate.id, candidate);

@@ -136,7 +136,12 @@ export async function enterFailing(
   rescue: boolean,
   now: Date,
 ): Promise<void> {
-  await updateWorkflow(tx, workflow, { state: 'failing', error: workflowErrorOf(step, step.error as StepError, rescue) }, now);
+  await updateWorkflow(
+    tx,
+    workflow,
+    { state: 'failing', error: workflowErrorOf(step, step.error as StepError, rescue) },
+    now,
+  );
   for (const other of steps) {
     if (other.phase === 'main' && other.state === 'pending') {
       await updateStep(tx, other, { state: 'cancelled', finishedAt: now }, now);

@@ -26,11 +26,14 @@ async function withLockedWorkflow(
   change: (tx: SqlExecutor, loaded: LoadedWorkflow, now: Date) => Promise<void>,
 ): Promise<WorkflowView> {
   if (typeof ref?.workflowId !== 'string' || ref.workflowId.length === 0) {
-    throw new ComputeError('INVALID_INPUT', 'workflowId must be a non-empty string', { details: { path: ['workflowId'] } });
+    throw new ComputeError('INVALID_INPUT', 'workflowId must be a non-empty string', {
+      details: { path: ['workflowId'] },
+    });
   }
   return ctx.sql.transaction(async (tx) => {
     const loaded = await loadWorkflow(tx, ref.workflowId, { lock: true });
-    if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId)) throw notFound(ref.workflowId);
+    if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId))
+      throw notFound(ref.workflowId);
     await change(tx, loaded, ctx.clock.now());
     return toWorkflowView(loaded);
   });
@@ -106,7 +109,8 @@ function firstUnfinishedMain(steps: readonly StepRecord[]): StepRecord | undefin
 export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?: string }): Promise<WorkflowView> {
   return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
     const { workflow, steps } = loaded;
-    if (workflow.state !== 'failed') throw invalidState(`only a failed workflow can be retried; it is ${workflow.state}`, workflow.state);
+    if (workflow.state !== 'failed')
+      throw invalidState(`only a failed workflow can be retried; it is ${workflow.state}`, workflow.state);
     const target = workflow.nodeId !== null ? ['node_id', workflow.nodeId] : ['instance_id', workflow.instanceId];
     if (target[1] !== null) {
       const other = await tx.query(
@@ -114,14 +118,18 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
         [target[1], workflow.id],
       );
       if (other.rowCount > 0) {
-        throw new ComputeError('CONFLICT', `${target[0] === 'node_id' ? 'node' : 'instance'} ${target[1]} has another active workflow`, {
-          details: { path: ['workflowId'] },
-        });
+        throw new ComputeError(
+          'CONFLICT',
+          `${target[0] === 'node_id' ? 'node' : 'instance'} ${target[1]} has another active workflow`,
+          {
+            details: { path: ['workflowId'] },
+          },
+        );
       }
     }
     const from =
       input.fromStep === undefined ? firstUnfinishedMain(steps) : steps.find((s) => s.stepId === input.fromStep);
-    if (!from || from.phase !== 'main') {
+    if (from?.phase !== 'main') {
       throw new ComputeError('INVALID_INPUT', `fromStep must name a main step of the workflow (main.N)`, {
         details: { path: ['fromStep'] },
       });
@@ -165,7 +173,8 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
 export function pauseWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<WorkflowView> {
   return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
     const { workflow, steps } = loaded;
-    if (workflow.state !== 'running') throw invalidState(`only a running workflow can pause; it is ${workflow.state}`, workflow.state);
+    if (workflow.state !== 'running')
+      throw invalidState(`only a running workflow can pause; it is ${workflow.state}`, workflow.state);
     if (inCleanupPhase(workflow, steps)) throw invalidState('a workflow in its cleanup phase cannot pause', 'cleanup');
     await updateWorkflow(tx, workflow, { state: 'paused' }, now);
     await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.paused');
@@ -183,7 +192,8 @@ export function pauseWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wor
 export function resumeWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<WorkflowView> {
   return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
     const { workflow } = loaded;
-    if (workflow.state !== 'paused') throw invalidState(`only a paused workflow can resume; it is ${workflow.state}`, workflow.state);
+    if (workflow.state !== 'paused')
+      throw invalidState(`only a paused workflow can resume; it is ${workflow.state}`, workflow.state);
     await updateWorkflow(tx, workflow, { state: 'running' }, now);
     await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.resumed');
     await wake(tx, ctx, loaded);
@@ -201,6 +211,7 @@ export function resumeWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wo
  */
 export async function getWorkflow(sql: SqlExecutor, ref: WorkflowRef): Promise<WorkflowView> {
   const loaded = await loadWorkflow(sql, ref.workflowId);
-  if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId)) throw notFound(ref.workflowId);
+  if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId))
+    throw notFound(ref.workflowId);
   return toWorkflowView(loaded);
 }

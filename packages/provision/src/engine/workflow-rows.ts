@@ -71,7 +71,8 @@ export interface StepRecord {
 
 type Raw = Record<string, unknown>;
 
-const date = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(value as string));
+const date = (value: unknown): Date | null =>
+  value === null || value === undefined ? null : new Date(value as string);
 
 function toStep(r: Raw): StepRecord {
   return {
@@ -187,10 +188,9 @@ export async function loadWorkflow(
   workflowId: string,
   options: { lock?: boolean } = {},
 ): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await sql.query<Raw>(
-    `${SELECT_WORKFLOW} WHERE w.id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`,
-    [workflowId],
-  );
+  const { rows } = await sql.query<Raw>(`${SELECT_WORKFLOW} WHERE w.id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`, [
+    workflowId,
+  ]);
   return loaded(rows);
 }
 

@@ -1,4 +1,10 @@
-import { type Clock, type ConnectedSiteAgent, connectedSiteAgents, type SqlExecutor, systemClock } from '@better-compute/core';
+import {
+  type Clock,
+  type ConnectedSiteAgent,
+  connectedSiteAgents,
+  type SqlExecutor,
+  systemClock,
+} from '@better-compute/core';
 
 /**
  * A connected site agent of the node's site (most recently seen first), or undefined when none is connected or the

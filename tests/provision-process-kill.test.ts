@@ -1,0 +1,69 @@
+import type { FakeClock } from 'better-compute/testkit';
+import { describe, expect, it } from 'vitest';
+import { answerDeterministically, outcomeOf, runWithCrash, SWEEP_PROFILE } from './support/crash-sweep';
+import { scratchPostgres, TEST_DATABASE_URL } from './support/databases';
+import { createEngineLab } from './support/engine-lab';
+import { runWorkerProcess } from './support/engine-process';
+
+// The crash sweep with a real process: a worker on PostgreSQL is killed by SIGKILL at a sample of its transaction
+// boundaries (before and after the commit), and a fresh worker finishes the workflow in the uncrashed final state.
+const systemTime: FakeClock = {
+  now: () => new Date(),
+  advance: () => {
+    throw new Error('this lab runs on real time');
+  },
+  set: () => {
+    throw new Error('this lab runs on real time');
+  },
+};
+
+const ENDED = ['succeeded', 'failed', 'cancelled'];
+
+describe.runIf(TEST_DATABASE_URL)('a worker process killed by SIGKILL (postgres)', () => {
+  it('leaves a workflow a fresh worker finishes in the uncrashed final state, with no command sent twice', async () => {
+    const scratch = await scratchPostgres();
+    try {
+      const reference = (await runWithCrash(scratch.db, undefined)).outcome;
+      const run = async (killAt: number, when: 'before-commit' | 'after-commit') => {
+        const host = await createEngineLab(scratch.db, { clock: systemTime });
+        await host.reset();
+        answerDeterministically(host);
+        const workflowId = await host.start(SWEEP_PROFILE);
+        const env = {
+          DATABASE_URL: scratch.url as string,
+          KILL_AT: String(killAt),
+          KILL_WHEN: when,
+          WORKFLOW_ID: workflowId,
+        };
+        const exit = await runWorkerProcess(env, async () => {
+          for (const agent of host.agents) await agent.poll();
+        });
+        const until = Date.now() + 60_000;
+        while (!ENDED.includes((await host.workflow(workflowId)).state) && Date.now() < until) {
+          let moved = await host.compute.runDueWork();
+          for (const agent of host.agents) moved += await agent.poll();
+          if (moved === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        const outcome = await outcomeOf(host, workflowId);
+        await host.close();
+        return { exit, outcome };
+      };
+      const whole = await run(0, 'before-commit');
+      expect(whole.exit.code, whole.exit.stderr).toBe(0);
+      expect(whole.outcome).toEqual(reference);
+      const total = whole.exit.boundaries ?? 0;
+      expect(total).toBeGreaterThan(20);
+      const sample = [...new Set([1, Math.ceil(total / 3), Math.ceil((2 * total) / 3), total])];
+      for (const at of sample) {
+        for (const when of ['before-commit', 'after-commit'] as const) {
+          const killed = await run(at, when);
+          expect(killed.exit.code, `kill at ${at} ${when}: ${killed.exit.stderr}`).toBe('SIGKILL');
+          expect(killed.outcome, `kill at ${at} ${when}`).toEqual(reference);
+          expect(new Set(killed.outcome.answered).size).toBe(killed.outcome.answered.length);
+        }
+      }
+    } finally {
+      await scratch.drop();
+    }
+  }, 600_000);
+});

@@ -59,6 +59,22 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
     expect(record.runs.map((r) => r.idempotencyKey)).toEqual([`wf:${id}:main.1`, `wf:${id}:main.1`]);
   });
 
+  it('leaves a step the worker was running when it stopped for the next owner, aborting its signal and failing nothing', async () => {
+    const lab = getLab();
+    record.hangs = true;
+    const id = await lab.start({ id: 'lab-stop', steps: [{ use: 'lab.hang' }] });
+    const [worker] = await lab.compute.startWorkers(1);
+    for (let i = 0; i < 250 && record.runs.length === 0; i += 1)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    await worker?.stop();
+    expect(record.sawAbort).toBe(true);
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:running']);
+    record.hangs = false;
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'succeeded', result: { hung: false } });
+    expect(record.runs.map((r) => r.idempotencyKey)).toEqual([`wf:${id}:main.1`, `wf:${id}:main.1`]);
+  });
+
   it('runs a step that threw stepNotReady again after 5 seconds by default', async () => {
     const lab = getLab();
     await lab.start({ id: 'lab-wait', steps: [{ use: 'lab.wait' }] });

@@ -43,6 +43,9 @@ export interface LabRecord {
   waitMs: number | undefined;
   /** `lab.throw` throws an Error with this message (never a ComputeError). */
   secret: string;
+  /** `lab.hang` waits for its signal while this is true, and records that it saw the abort. */
+  hangs: boolean;
+  sawAbort: boolean;
 }
 
 export const lab: LabRecord = {
@@ -53,6 +56,8 @@ export const lab: LabRecord = {
   ready: false,
   waitMs: undefined,
   secret: 'hunter2',
+  hangs: false,
+  sawAbort: false,
 };
 
 function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
@@ -143,6 +148,20 @@ export const labSteps = [
     async run(_input, ctx) {
       record('lab.throw', ctx);
       throw new Error(`connection to postgres://admin:${lab.secret}@db failed`);
+    },
+  }),
+  defineStep({
+    id: 'lab.hang',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.hang', ctx);
+      if (!lab.hangs) return { hung: false };
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+      lab.sawAbort = true;
+      throw new ComputeError('INTERNAL', 'interrupted');
     },
   }),
   defineStep({
@@ -313,7 +332,16 @@ export async function createEngineLab(
     },
     async reset(options = {}) {
       await db.query(`TRUNCATE ${TABLES} CASCADE`);
-      Object.assign(lab, { runs: [], contexts: [], owner: [], flakyFailuresLeft: 0, ready: false, waitMs: undefined });
+      Object.assign(lab, {
+        runs: [],
+        contexts: [],
+        owner: [],
+        flakyFailuresLeft: 0,
+        ready: false,
+        waitMs: undefined,
+        hangs: false,
+        sawAbort: false,
+      });
       state.siteId = await insertSite(db, {}, clock);
       state.nodeId = await insertNode(db, { siteId: state.siteId, labels: options.labels ?? {} }, clock);
       const siteAgentNode = await insertNode(db, { siteId: state.siteId, kind: 'site-agent' }, clock);

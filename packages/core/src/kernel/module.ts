@@ -66,6 +66,8 @@ export interface ModuleContext {
   pki?: PkiPort;
   secrets?: SecretBroker;
   config: Readonly<Record<string, unknown>>;
+  /** In a reconciler run by a worker: aborted when that worker starts to stop. Undefined elsewhere. */
+  signal?: AbortSignal;
 }
 
 /**

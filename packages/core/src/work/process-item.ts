@@ -27,6 +27,8 @@ export interface ProcessItemInput {
   clock: Clock;
   backoff: Required<BackoffOptions>;
   log: Logger;
+  /** Aborted when the worker stops; reconcilers see it as `ctx.signal`. */
+  signal?: AbortSignal;
 }
 
 type Result = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number } | { outcome: 'failed'; error: unknown };
@@ -57,7 +59,8 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
     return { outcome: 'failed', error };
   }
   try {
-    return checkResult(await reconciler(item.key, input.makeContext(input.sql)));
+    const ctx = input.makeContext(input.sql);
+    return checkResult(await reconciler(item.key, input.signal ? { ...ctx, signal: input.signal } : ctx));
   } catch (error) {
     return { outcome: 'failed', error };
   }

@@ -53,6 +53,8 @@ class Worker implements WorkerHandle {
   readonly #inFlight = new Map<string, { shard: number; done: Promise<void> }>(); // by key
   readonly #outcomes: Record<WorkOutcome, number> = { done: 0, requeued: 0, failed: 0, fenced: 0 };
   #stopping = false;
+  // Reconcilers see it as ctx.signal, so long work (a workflow step) can end early when the worker stops.
+  readonly #stopSignal = new AbortController();
   #halted = false;
   #woken = false;
   #wakeSleeper: (() => void) | undefined;
@@ -99,6 +101,7 @@ class Worker implements WorkerHandle {
   async #shutdown(): Promise<void> {
     const { db, clock, log } = this.#o;
     this.#stopping = true;
+    this.#stopSignal.abort();
     this.#wake();
     await this.#loopDone;
     // Leaving the live set first lets the other workers rebalance while the items in flight finish; leases keep
@@ -239,7 +242,14 @@ class Worker implements WorkerHandle {
     const { db, onItem } = this.#o;
     const lease = { workerId: this.id, shard: item.shard, epoch };
     const recordDone = (claimed: ClaimedItem) => this.#completions.record(claimed, lease);
-    const done = processItem({ ...this.#o, item, sql: new FencedExecutor(db, lease), lease, recordDone })
+    const done = processItem({
+      ...this.#o,
+      item,
+      sql: new FencedExecutor(db, lease),
+      lease,
+      recordDone,
+      signal: this.#stopSignal.signal,
+    })
       .then((report) => {
         this.#outcomes[report.outcome] += 1;
         if (report.outcome === 'fenced') {

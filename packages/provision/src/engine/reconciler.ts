@@ -46,6 +46,7 @@ export function workflowReconciler(steps: StepRegistry): Reconciler {
         return { requeueAfterMs: Math.max(0, decision.until.getTime() - ctx.clock.now().getTime()) };
       if (decision.kind === 'run') {
         const outcome = await runControlPlaneStep(ctx, steps, decision.request);
+        if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
         if (outcome.kind === 'not-ready') {
           // Nothing to settle: the step stays running and runs again after the delay, never past its deadline.
           const at = Math.min(ctx.clock.now().getTime() + outcome.ms, decision.request.deadline.getTime());

@@ -16,7 +16,9 @@ import type { StepError } from './workflow-rows';
 export type RunOutcome =
   | { kind: 'succeeded'; result: Json }
   | { kind: 'not-ready'; ms: number }
-  | { kind: 'failed'; error: StepError };
+  | { kind: 'failed'; error: StepError }
+  /** The worker began to stop while the step ran: nothing is settled, and the next owner runs it again. */
+  | { kind: 'abandoned' };
 
 function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOutcome {
   if (isComputeError(error)) {
@@ -60,9 +62,11 @@ export async function runControlPlaneStep(
   const remaining = request.deadline.getTime() - ctx.clock.now().getTime();
   const timer = setTimeout(() => controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')), remaining);
   timer.unref?.();
+  const stopping = ctx.signal;
+  const signal = stopping ? AbortSignal.any([controller.signal, stopping]) : controller.signal;
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
-    const stepCtx = buildStepContext(ctx, request, definition.sends, controller.signal);
+    const stepCtx = buildStepContext(ctx, request, definition.sends, signal);
     const value = (await definition.run(input, stepCtx)) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {
@@ -74,6 +78,7 @@ export async function runControlPlaneStep(
     return { kind: 'succeeded', result: value as Json };
   } catch (error) {
     if (isStepNotReady(error)) return { kind: 'not-ready', ms: error.ms };
+    if (stopping?.aborted) return { kind: 'abandoned' };
     if (ctx.clock.now().getTime() >= request.deadline.getTime()) {
       return { kind: 'failed', error: { code: 'TIMEOUT', message: 'no result before the step deadline' } };
     }

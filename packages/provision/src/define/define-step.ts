@@ -97,7 +97,9 @@ function checkAgent(fields: Fields): void {
 
 function checkStepDefinition(definition: unknown): asserts definition is StepDefinition {
   if (!isPlainObject(definition)) refuse('a step definition must be a plain object', []);
-  const fields: Fields = definition;
+  // A defined step spread into a variant (`defineStep({ ...step, timeout: '1m' })`) carries `extension: 'step'`.
+  const { extension, ...fields }: Fields = definition;
+  if (extension !== undefined && extension !== 'step') refuse("extension must be 'step' when given", ['extension']);
   checkKnownFields(fields, KNOWN_FIELDS, [], 'a step definition');
   checkStepId(fields.id, ['id'], 'step id');
   if (fields.version !== undefined) checkString(fields.version, ['version'], 'version', { min: 1, max: 64 });

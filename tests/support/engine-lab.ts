@@ -292,7 +292,7 @@ export interface EngineLab {
   close(): Promise<void>;
 }
 
-const TABLES = 'workflow_steps, workflows, profiles, commands, work_items, events, agent_sessions, nodes, sites';
+const TABLES = 'userdata_renders, images, workflow_steps, workflows, profiles, commands, work_items, events, agent_sessions, nodes, sites';
 
 /**
  * Builds the lab on a database: provision with the lab steps, the lab module, a fake clock.

@@ -1,2 +1,4 @@
+export * from './images';
 export * from './profiles';
+export * from './user-data';
 export * from './workflows';

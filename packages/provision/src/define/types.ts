@@ -107,8 +107,9 @@ export interface ControlPlaneStepDefinition<S extends StepInputSchema = StepInpu
   readonly runsOn: 'control-plane';
   // A method, not a function property, so a step typed by its own input is still a `Step` (parameters compare
   // bivariantly): registries and module extensions hold steps of many inputs.
-  // biome-ignore lint/suspicious/noConfusingVoidType: a step with no result may simply return
-  run(input: StandardSchemaV1.InferOutput<S>, ctx: StepContext): Promise<Json | void>;
+  // The result is typed loosely so a row read with `ctx.sql` can be returned as the docs do (`return rows[0]`); it
+  // must be JSON, which the engine checks when it settles the step (a non-JSON result fails it INTERNAL).
+  run(input: StandardSchemaV1.InferOutput<S>, ctx: StepContext): Promise<unknown>;
   /** The places a profile may name with `on:`. */
   readonly relays?: readonly AgentPlace[];
   /** Every dotted command kind `run` may enqueue; any other is INVALID_CONFIG. */

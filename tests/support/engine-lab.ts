@@ -1,4 +1,5 @@
 import {
+  type BetterComputeOptions,
   betterCompute,
   type Compute,
   ComputeError,
@@ -12,11 +13,15 @@ import {
   awaitCommand,
   defineStep,
   getWorkflow,
+  type Profile,
   type ProfileDefinition,
+  type ProvisionModule,
+  type ProvisionOptions,
   provisionModule,
   siteAgentFor,
   stepNotReady,
   storeProfile,
+  type UserDataOptions,
   type WorkflowView,
 } from 'better-compute/provision';
 import {
@@ -272,6 +277,8 @@ export const labModule: ComputeModule = {
 /** One compute on one database for a whole test file, reset before each test. */
 export interface EngineLab {
   compute: Compute;
+  /** The provision module the lab runs (its engine, images and findings). */
+  provision: ProvisionModule;
   db: SqlDatabase;
   clock: FakeClock;
   siteId: string;
@@ -292,19 +299,41 @@ export interface EngineLab {
   close(): Promise<void>;
 }
 
-const TABLES = 'userdata_renders, images, workflow_steps, workflows, profiles, commands, work_items, events, agent_sessions, nodes, sites';
+const TABLES =
+  'userdata_renders, images, workflow_steps, workflows, profiles, commands, work_items, events, agent_sessions, nodes, sites';
+
+/** What {@link createEngineLab} takes besides the database; everything is optional. */
+export interface EngineLabOptions {
+  clock?: FakeClock;
+  /** Modules registered after provision (the pki module, …). */
+  modules?: ComputeModule[];
+  profiles?: readonly Profile[];
+  /** provisionModule's `userData`. */
+  userData?: UserDataOptions;
+  /** More provisionModule options: `configUnits`, `imageVerifier`. */
+  provision?: Pick<ProvisionOptions, 'configUnits' | 'imageVerifier'>;
+  /** More betterCompute options: the pki and secrets ports, a logger. */
+  kernel?: Pick<BetterComputeOptions, 'pki' | 'secrets' | 'logger'>;
+}
 
 /**
  * Builds the lab on a database: provision with the lab steps, the lab module, a fake clock.
  */
-export async function createEngineLab(
-  db: SqlDatabase,
-  options: { clock?: FakeClock; modules?: ComputeModule[] } = {},
-): Promise<EngineLab> {
+export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions = {}): Promise<EngineLab> {
   const clock = options.clock ?? createFakeClock();
   const extraModules = options.modules ?? [];
-  const provision = provisionModule({ steps: labSteps });
-  const compute = await betterCompute({ database: db, clock, modules: [labModule, provision, ...extraModules] });
+  const provision = provisionModule({
+    ...options.provision,
+    steps: labSteps,
+    profiles: options.profiles ?? [],
+    ...(options.userData ? { userData: options.userData } : {}),
+  });
+  const compute = await betterCompute({
+    ...options.kernel,
+    database: db,
+    clock,
+    modules: [labModule, provision, ...extraModules],
+  });
   const state = {
     siteId: '',
     nodeId: '',
@@ -313,6 +342,7 @@ export async function createEngineLab(
   };
   const labApi: EngineLab = {
     compute,
+    provision,
     db,
     clock,
     get siteId() {
@@ -399,10 +429,11 @@ export async function createCrashingLab(
   clock: FakeClock,
   at: number,
   when: CrashPlan['when'],
+  options: Omit<EngineLabOptions, 'clock'> = {},
 ): Promise<EngineLab> {
   const counting = crashingDatabase(db, undefined);
-  const counter = await createEngineLab(counting, { clock });
+  const counter = await createEngineLab(counting, { ...options, clock });
   const startup = counting.boundaries;
   await counter.close();
-  return createEngineLab(crashingDatabase(db, { at: startup + at, when }), { clock });
+  return createEngineLab(crashingDatabase(db, { at: startup + at, when }), { ...options, clock });
 }

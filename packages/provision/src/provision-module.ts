@@ -1,11 +1,18 @@
-import type { ComputeModule, WorkflowsPort } from '@better-compute/core';
+import type { Clock, ComputeModule, WorkflowsPort } from '@better-compute/core';
+import { type ImageVerifier, imageVerifier } from '@better-compute/pki';
+import { type ProvisionApi, provisionApi } from './api';
+import { configUnitRegistry } from './config-units/registry';
+import type { ConfigUnit } from './config-units/types';
 import type { Profile, Step } from './define/types';
+import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
 import { type Engine, startWorkflow } from './engine/start-workflow';
-import { buildStepRegistry } from './engine/step-registry';
+import { type ImageCatalog, imageCatalog } from './images/catalog';
 import { provisionMigrationsFolder } from './migrations-folder';
 import { buildShippedProfiles } from './profiles/profile-store';
+import { buildProvisionSteps, builtinSteps } from './steps/builtin-steps';
+import type { UserDataOptions } from './user-data/options';
 
 /** What {@link provisionModule} takes. */
 export interface ProvisionOptions {
@@ -15,12 +22,22 @@ export interface ProvisionOptions {
   profiles?: readonly Profile[];
   /** Modules and plugins whose steps (extensions of kind `step`) and `profiles` the engine borrows; they register them. */
   modules?: readonly ComputeModule[];
+  /** What `userdata.render` renders with: `controlPlaneUrl`, `bcdUrl`, `bcdSha256` and `templates` by name. */
+  userData?: UserDataOptions;
+  /** Config units a profile's `hostConfig` may name besides the built-ins; a unit named like a built-in replaces it. */
+  configUnits?: readonly ConfigUnit[];
+  /** Checks an image's signature when it is registered (and resolved through `images`); default pki's `imageVerifier`. */
+  imageVerifier?: ImageVerifier;
 }
 
 /** The provision module: a ComputeModule with the engine it runs. */
 export interface ProvisionModule extends ComputeModule {
   readonly id: 'provision';
   readonly engine: Engine;
+  /** The `profiles` and `workflows` API groups, built from the engine. */
+  readonly api: ProvisionApi;
+  /** The image catalog bound to the module's `imageVerifier` and the kernel's clock. */
+  readonly images: ImageCatalog;
 }
 
 /**
@@ -37,11 +54,16 @@ export interface ProvisionModule extends ComputeModule {
  */
 export function provisionModule(options: ProvisionOptions = {}): ProvisionModule {
   const modules = options.modules ?? [];
-  const own = options.steps ?? [];
+  // Provision's own steps: the built-in ones (userdata.render, wait.agentJoined, wait.observedGeneration) first.
+  const builtin = builtinSteps(options.userData);
+  const own = [...builtin, ...(options.steps ?? [])];
   const engine: Engine = Object.freeze({
-    steps: buildStepRegistry(own, modules),
+    steps: buildProvisionSteps(builtin, options.steps ?? [], modules),
     profiles: buildShippedProfiles(options.profiles ?? [], modules),
+    configUnits: configUnitRegistry(options.configUnits ?? []),
   });
+  // The kernel's clock once init has run (images registered before that use the system clock).
+  const kernel: { clock?: Clock } = {};
   const workflows = (ctx: Parameters<NonNullable<ComputeModule['workflows']>>[0]): WorkflowsPort => ({
     start: (tx, input) => startWorkflow(tx, ctx, engine, input),
   });
@@ -49,8 +71,14 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
     id: 'provision' as const,
     migrations: { folder: provisionMigrationsFolder },
     extensions: own,
-    reconcilers: { [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps) },
+    reconcilers: { [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps, engine.configUnits) },
+    findings: provisionFindings,
+    init(ctx: Parameters<NonNullable<ComputeModule['init']>>[0]) {
+      kernel.clock = ctx.clock;
+    },
     workflows,
+    api: provisionApi(engine),
     engine,
+    images: imageCatalog(options.imageVerifier ?? imageVerifier, () => kernel.clock),
   });
 }

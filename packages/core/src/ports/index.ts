@@ -1,2 +1,3 @@
+export type { ImageSource, ImageSourceContext, ResolvedImageSource } from './images';
 export type { HardwareExpectation, IssueJoinTokenInput, JoinRole, PkiPort } from './pki';
 export type { SecretBroker, SecretRef } from './secrets';

@@ -17,6 +17,8 @@ export interface IssueJoinTokenInput {
   role: JoinRole;
   poolId?: string;
   siteId?: string;
+  /** The node a `node`, `site` or `provisioned` join binds to (a `provisioned` token maps back to it). */
+  nodeId?: string;
   ttlSeconds: number;
   maxUses?: number;
   expect?: HardwareExpectation;

@@ -7,6 +7,8 @@ import {
   parseDuration,
   validateInput,
 } from '@better-compute/core';
+import { hostConfigIssues } from '../config-units/resolve';
+import type { ConfigUnitRegistry } from '../config-units/types';
 import {
   type AgentPlace,
   DRIVER_CONCERNS,
@@ -48,6 +50,8 @@ export interface Expansion {
 export interface ExpandContext {
   steps: StepRegistry;
   commandKinds: CommandKindRegistry;
+  /** With it, the profile's `hostConfig` is checked too: unknown units and invalid settings join the issues. */
+  configUnits?: ConfigUnitRegistry;
 }
 
 /**
@@ -179,7 +183,8 @@ function kindsOf(resolved: Resolved): readonly string[] {
  * each object `onFailure` as `main.N.on-failure`, then the cleanup phase: each main step definition's own cleanup as
  * `main.N.cleanup.K` (last main step first), then the profile's as `cleanup.K`. Each `use` resolves to a registered step
  * (an `on:` must match its `runsOn` or `relays`), else a driver operation sent as `driver.invoke`, else `fallback`, and
- * `with` is validated against the step's input. Every problem is collected: INVALID_INPUT with `details.issues`.
+ * `with` is validated against the step's input. With `configUnits`, the `hostConfig` is checked as well (every unit,
+ * whatever its `when`). Every problem is collected: INVALID_INPUT with `details.issues`.
  *
  * @example
  * ```ts
@@ -238,6 +243,9 @@ export async function expandProfile(profile: Profile, ctx: ExpandContext): Promi
       message: `a workflow holds at most ${MAX_WORKFLOW_STEPS} steps; this profile expands to ${steps.length}`,
       code: 'INVALID_INPUT',
     });
+  }
+  if (ctx.configUnits && profile.hostConfig !== undefined) {
+    issues.push(...(await hostConfigIssues(ctx.configUnits, profile.hostConfig)));
   }
   if (issues.length > 0) {
     const first = issues[0] as ComputeErrorIssue;

@@ -1,4 +1,6 @@
 import type { ModuleContext, Reconciler, SqlExecutor } from '@better-compute/core';
+import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
+import type { ConfigUnitRegistry } from '../config-units/types';
 import { advanceWorkflow } from './advance';
 import type { Decision, RunRequest } from './decision';
 import { type RunOutcome, runControlPlaneStep } from './run-step';
@@ -26,16 +28,20 @@ async function settleRun(tx: SqlExecutor, env: EngineEnv, request: RunRequest, o
 /**
  * The `workflow` reconciler, keyed by node id (or workflow id): advances the key's active workflow one transition per
  * transaction with the workflow row locked, runs control-plane steps between transactions, and asks to be queued
- * again at the next moment it cares about (a command poll, a stepNotReady delay, a deadline).
+ * again at the next moment it cares about (a command poll, a stepNotReady delay, a deadline). A succeeded workflow's
+ * `hostConfig` resolves against `configUnits` (the built-ins by default).
  *
  * @example
  * ```ts
  * const module = { id: 'provision', reconcilers: { workflow: workflowReconciler(steps) } } satisfies ComputeModule;
  * ```
  */
-export function workflowReconciler(steps: StepRegistry): Reconciler {
+export function workflowReconciler(
+  steps: StepRegistry,
+  configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
+): Reconciler {
   return async (key: string, ctx: ModuleContext) => {
-    const env: EngineEnv = { ctx, steps };
+    const env: EngineEnv = { ctx, steps, configUnits };
     for (let i = 0; i < MAX_TRANSITIONS_PER_PASS; i += 1) {
       const decision = await ctx.sql.transaction(async (tx): Promise<Decision> => {
         const loaded = await lockActiveWorkflow(tx, key);

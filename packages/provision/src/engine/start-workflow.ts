@@ -6,16 +6,19 @@ import {
   type SqlExecutor,
   type StartWorkflowInput,
 } from '@better-compute/core';
+import type { ConfigUnitRegistry } from '../config-units/types';
 import { findProfile, markProfileUsed, type ShippedProfiles } from '../profiles/profile-store';
 import { WORKFLOW_WORK_KIND } from './constants';
 import { publishWorkflowEvent } from './events';
 import { type ExpandedStep, expandProfile } from './expand';
 import type { StepRegistry } from './step-registry';
 
-/** What the engine resolves steps and profiles from: the provision module's registry. */
+/** What the engine resolves steps, profiles and config units from: the provision module's registry. */
 export interface Engine {
   readonly steps: StepRegistry;
   readonly profiles: ShippedProfiles;
+  /** The built-in config units and the module's own (which replace built-ins of the same name). */
+  readonly configUnits: ConfigUnitRegistry;
 }
 
 const MAX_TEXT = 512;
@@ -92,7 +95,7 @@ function stepRecords(steps: readonly ExpandedStep[]) {
  * stored one, then a shipped one), expands it, snapshots the document, marks the version used, inserts the workflow
  * and its rows, publishes `workflow.created` and queues the `workflow` reconciler. A node (or instance) with an active
  * workflow is CONFLICT; an unknown profile or node NOT_FOUND; a profile that does not resolve INVALID_INPUT listing
- * every issue.
+ * every issue (including a `hostConfig` that does not resolve: an unknown unit or invalid settings).
  *
  * @example
  * ```ts
@@ -119,7 +122,11 @@ export async function startWorkflow(
       details: { path: [input.profileVersion === undefined ? 'profileId' : 'profileVersion'] },
     });
   }
-  const expansion = await expandProfile(found.profile, { steps: engine.steps, commandKinds: ctx.commandKinds });
+  const expansion = await expandProfile(found.profile, {
+    steps: engine.steps,
+    commandKinds: ctx.commandKinds,
+    configUnits: engine.configUnits,
+  });
   const id = newId('wf');
   const key = input.nodeId ?? id;
   const now = ctx.clock.now();

@@ -1,13 +1,26 @@
 import { addMs, type Json, type ModuleContext, type SqlExecutor } from '@better-compute/core';
+import { applyHostConfig } from '../config-units/apply';
+import type { ConfigUnitRegistry } from '../config-units/types';
 import type { WorkflowState } from './constants';
 import { publishWorkflowEvent, stepEventData } from './events';
 import type { StepRegistry } from './step-registry';
-import { type StepError, type StepRecord, updateStep, updateWorkflow, type WorkflowRecord } from './workflow-rows';
+import {
+  type StepError,
+  type StepRecord,
+  updateStep,
+  updateWorkflow,
+  type WorkflowError,
+  type WorkflowRecord,
+} from './workflow-rows';
 
-/** What every transition needs: the module context (its `sql` is not used; transitions get `tx`) and the steps. */
+/**
+ * What every transition needs: the module context (its `sql` is not used; transitions get `tx`), the steps, and the
+ * config units a succeeded workflow's `hostConfig` resolves against.
+ */
 export interface EngineEnv {
   ctx: ModuleContext;
   steps: StepRegistry;
+  configUnits: ConfigUnitRegistry;
 }
 
 const OPEN_COMMAND = new Set(['pending', 'dispatched', 'acked', 'running']);
@@ -125,7 +138,7 @@ export function workflowErrorOf(step: StepRecord, error: StepError, rescue: bool
  *
  * @example
  * ```ts
- * await enterFailing(tx, env, workflow, steps, step, false, now);
+ * await enterFailing(tx, workflow, steps, step, false, now);
  * ```
  */
 export async function enterFailing(
@@ -200,7 +213,9 @@ const FINAL_EVENT = {
 
 /**
  * Ends a workflow: steps never reached are cancelled, the final event is published and the owner is queued under the
- * workflow's key.
+ * workflow's key. A node workflow that succeeds with a `hostConfig` first sets the node's NodeSpec `host` section
+ * (resolved on the node's labels as they are now) and bumps its `generation`; when the host config does not resolve,
+ * the workflow ends `failed` with that error instead and the node is left alone.
  *
  * @example
  * ```ts
@@ -212,13 +227,19 @@ export async function finishWorkflow(
   env: EngineEnv,
   workflow: WorkflowRecord,
   steps: readonly StepRecord[],
-  state: Extract<WorkflowState, 'succeeded' | 'failed' | 'cancelled'>,
+  outcome: Extract<WorkflowState, 'succeeded' | 'failed' | 'cancelled'>,
   now: Date,
 ): Promise<void> {
   for (const step of steps) {
     if (step.state === 'pending') await updateStep(tx, step, { state: 'cancelled', finishedAt: now }, now);
   }
-  await updateWorkflow(tx, workflow, { state, finishedAt: now }, now);
+  let state = outcome;
+  let error: WorkflowError | undefined;
+  if (state === 'succeeded' && workflow.document.hostConfig !== undefined && workflow.nodeId !== null) {
+    error = await applyHostConfig(tx, env.configUnits, workflow.nodeId, workflow.document.hostConfig, now);
+    if (error) state = 'failed';
+  }
+  await updateWorkflow(tx, workflow, { state, finishedAt: now, ...(error ? { error } : {}) }, now);
   const extra: { [key: string]: Json } = {};
   if (state === 'failed' && workflow.error) extra.error = { ...workflow.error };
   if (state === 'cancelled' && workflow.cancelReason) extra.reason = workflow.cancelReason;

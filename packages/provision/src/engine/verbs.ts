@@ -1,4 +1,6 @@
 import { ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
+import { HOST_CONFIG_ERROR_STEP } from '../config-units/apply';
+import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import { inCleanupPhase } from './advance';
 import { ACTIVE_STATES_SQL, WORKFLOW_WORK_KIND } from './constants';
 import { publishWorkflowEvent } from './events';
@@ -40,8 +42,9 @@ async function withLockedWorkflow(
 }
 
 function envOf(ctx: VerbContext): EngineEnv {
-  // The verbs never run steps, so the step registry is not needed; transitions only use the ports.
-  return { ctx: ctx as ModuleContext, steps: new Map() };
+  // The verbs never run steps nor finish a workflow `succeeded`, so neither the step registry nor the module's config
+  // units are needed; transitions only use the ports.
+  return { ctx: ctx as ModuleContext, steps: new Map(), configUnits: BUILTIN_CONFIG_UNIT_REGISTRY };
 }
 
 async function wake(tx: SqlExecutor, ctx: VerbContext, loaded: LoadedWorkflow): Promise<void> {
@@ -100,6 +103,8 @@ function firstUnfinishedMain(steps: readonly StepRecord[]): StepRecord | undefin
  * Runs a failed workflow again from `fromStep` (by default the first main step that did not succeed or was skipped):
  * that step and every later main step go back to `pending` with the next attempt number, the on-failure and cleanup
  * steps are re-armed, and each step gets its retries again. CONFLICT when the node has another active workflow by now.
+ * A workflow that failed only because its `hostConfig` did not resolve as it ended (every main step done) is retried
+ * without `fromStep` by resolving the host config again, re-running no step.
  *
  * @example
  * ```ts
@@ -129,6 +134,13 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
     }
     const from =
       input.fromStep === undefined ? firstUnfinishedMain(steps) : steps.find((s) => s.stepId === input.fromStep);
+    if (input.fromStep === undefined && from === undefined && workflow.error?.stepId === HOST_CONFIG_ERROR_STEP) {
+      // Every step is done: running again only resolves the host config again when the workflow finishes.
+      await updateWorkflow(tx, workflow, { state: 'running', error: null, finishedAt: null }, now);
+      await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.retried', { fromStep: HOST_CONFIG_ERROR_STEP });
+      await wake(tx, ctx, loaded);
+      return;
+    }
     if (from?.phase !== 'main') {
       throw new ComputeError('INVALID_INPUT', `fromStep must name a main step of the workflow (main.N)`, {
         details: { path: ['fromStep'] },

@@ -1,0 +1,47 @@
+import type { Engine } from '../engine/start-workflow';
+import { profilesApi } from './profiles';
+import { workflowsApi } from './workflows';
+
+export { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from './pages';
+export {
+  type ApiProfile,
+  type ApiProfileSummary,
+  type ProfileIssue,
+  type ProfileRendering,
+  type ProfileValidation,
+  profilesApi,
+  type RenderedStep,
+} from './profiles';
+export {
+  type ApiWorkflow,
+  type ApiWorkflowStep,
+  type ApiWorkflowSummary,
+  toApiWorkflow,
+  workflowsApi,
+} from './workflows';
+
+/**
+ * The provision module's API groups, `profiles` and `workflows`, resolving against an engine's steps and shipped
+ * profiles. `provisionModule()` mounts them as its `api`.
+ *
+ * @example
+ * ```ts
+ * const provision = provisionModule({ steps, profiles });
+ * provision.api.workflows.get; // the same groups: provisionApi(provision.engine)
+ * ```
+ */
+export function provisionApi(engine: Engine) {
+  return { profiles: profilesApi(engine), workflows: workflowsApi() };
+}
+
+/**
+ * The groups {@link provisionApi} returns; `compute.api` is typed loosely, so tests and clients cast it to
+ * `ApiClient<ProvisionApi>` for typed calls.
+ *
+ * @example
+ * ```ts
+ * const api = compute.api as unknown as ApiClient<ProvisionApi>;
+ * const wf = await api.workflows.get(token, { tenantId: 'root', nodeId, workflowId });
+ * ```
+ */
+export type ProvisionApi = ReturnType<typeof provisionApi>;

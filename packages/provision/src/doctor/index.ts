@@ -1,0 +1,1 @@
+export { DOCTOR_LIMITS, provisionFindings } from './findings';

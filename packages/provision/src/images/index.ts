@@ -1,0 +1,8 @@
+export {
+  type ImageCatalog,
+  type ImageRecord,
+  imageCatalog,
+  type RegisterImageInput,
+  registerImage,
+  resolveImageRef,
+} from './catalog';

@@ -1,0 +1,162 @@
+import { ComputeError, manifest, type SqlExecutor } from '@better-compute/core';
+import { defineStep } from '../define/define-step';
+import type { Profile, StepContext } from '../define/types';
+import {
+  type CheckedUserDataOptions,
+  checkUserDataOptions,
+  resolveUserDataTemplate,
+  type UserDataOptions,
+} from '../user-data/options';
+import { renderTemplate, type UserDataValues } from '../user-data/render-template';
+import { type RenderedUserData, USERDATA_RENDER_STEP_ID } from '../user-data/rendered-user-data';
+
+/**
+ * The lifetime of the join token `userdata.render` mints when the profile sets no `tokenTtlSeconds`: 2 hours.
+ *
+ * @example
+ * ```ts
+ * DEFAULT_USER_DATA_TOKEN_TTL_SECONDS; // 7200
+ * ```
+ */
+export const DEFAULT_USER_DATA_TOKEN_TTL_SECONDS = 7200;
+
+// What the first render runs with, before anything is minted, so a bad value or a missing variable costs no token.
+const PROBE_TOKEN = `tok_${'0'.repeat(26)}.${'A'.repeat(43)}`;
+
+function missingPort(name: 'pki' | 'secrets'): ComputeError {
+  return new ComputeError(
+    'INVALID_CONFIG',
+    `userdata.render needs ctx.${name}: pass ${name} to betterCompute (see the pki package)`,
+    { details: { path: [name] } },
+  );
+}
+
+async function findRender(sql: SqlExecutor, stepKey: string): Promise<RenderedUserData | undefined> {
+  const { rows } = await sql.query<{ user_data_ref: string; kind: string; join_token_id: string }>(
+    'SELECT user_data_ref, kind, join_token_id FROM userdata_renders WHERE step_key = $1',
+    [stepKey],
+  );
+  const row = rows[0];
+  return row ? { userDataRef: row.user_data_ref, kind: row.kind, joinTokenId: row.join_token_id } : undefined;
+}
+
+async function pinnedProfile(ctx: StepContext): Promise<Profile> {
+  const { rows } = await ctx.sql.query<{ document: Profile }>('SELECT document FROM workflows WHERE id = $1', [
+    ctx.workflowId,
+  ]);
+  const document = rows[0]?.document;
+  if (!document) {
+    throw new ComputeError('NOT_FOUND', `workflow ${ctx.workflowId} not found`, { details: { path: ['workflowId'] } });
+  }
+  return document;
+}
+
+/**
+ * The `userdata_renders` key of one run of the step: its idempotency key on the first attempt, `#<attempt>` after it
+ * (as agent steps key their command). A crashed run is re-run under the same attempt and finds its render; a retry
+ * (`retries`, or `retryWorkflow` from this step) is a new attempt and mints a fresh token, since the first one may be
+ * spent or expired by then.
+ *
+ * @example
+ * ```ts
+ * userDataRenderKey({ idempotencyKey: 'wf:wf_1:main.1', attempt: 1 }); // 'wf:wf_1:main.1#1'
+ * ```
+ */
+export function userDataRenderKey(ctx: Pick<StepContext, 'idempotencyKey' | 'attempt'>): string {
+  return ctx.attempt === 0 ? ctx.idempotencyKey : `${ctx.idempotencyKey}#${ctx.attempt}`;
+}
+
+async function render(ctx: StepContext, options: CheckedUserDataOptions): Promise<RenderedUserData> {
+  const { pki, secrets, node } = ctx;
+  if (!pki) throw missingPort('pki');
+  if (!secrets) throw missingPort('secrets');
+  if (!node) {
+    throw new ComputeError('INVALID_CONFIG', 'userdata.render renders user data for a node; this workflow has none', {
+      details: { path: ['nodeId'] },
+    });
+  }
+  // Find before create: a re-run after a crash returns the first run's token and document.
+  const stepKey = userDataRenderKey(ctx);
+  const done = await findRender(ctx.sql, stepKey);
+  if (done) return done;
+
+  const profile = await pinnedProfile(ctx);
+  const userData = profile.userData;
+  if (!userData) {
+    throw new ComputeError('INVALID_CONFIG', `profile ${profile.id} has no userData to render`, {
+      details: { path: ['userData'] },
+    });
+  }
+  const template = resolveUserDataTemplate(options, userData);
+  // Options left unset stay out: a template that uses them fails INVALID_CONFIG naming the variable.
+  const values: UserDataValues = {
+    nodeId: node.id,
+    hostname: node.id.replace(/_/g, '-'),
+    controlPlaneUrl: options.controlPlaneUrl,
+    bcdUrl: options.bcdUrl,
+    bcdSha256: options.bcdSha256,
+  };
+  renderTemplate(template, { ...values, joinToken: PROBE_TOKEN });
+
+  const minted = await ctx.sql.transaction((tx) =>
+    pki.issueJoinToken(tx, {
+      tenantId: ctx.tenantId,
+      role: 'provisioned',
+      nodeId: node.id,
+      ...(node.siteId ? { siteId: node.siteId } : {}),
+      ...(node.poolId ? { poolId: node.poolId } : {}),
+      ttlSeconds: profile.tokenTtlSeconds ?? DEFAULT_USER_DATA_TOKEN_TTL_SECONDS,
+      maxUses: 1,
+    }),
+  );
+  const document = renderTemplate(template, { ...values, joinToken: minted.token });
+  const userDataRef = await secrets.put(ctx.tenantId, document);
+  const stored = await ctx.sql.transaction(async (tx) => {
+    await tx.query(
+      `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref, join_token_id, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_key) DO NOTHING`,
+      [stepKey, ctx.workflowId, ctx.tenantId, userData.kind, userDataRef, minted.id, ctx.clock.now()],
+    );
+    return findRender(tx, stepKey);
+  });
+  if (!stored) throw new ComputeError('INTERNAL', 'the user-data render was not recorded');
+  // Another run of the same step recorded first: its render stands, this document is dropped.
+  if (stored.userDataRef !== userDataRef) await secrets.delete?.(userDataRef);
+  ctx.log.info('user data rendered', {
+    workflowId: ctx.workflowId,
+    stepId: ctx.stepId,
+    nodeId: node.id,
+    kind: stored.kind,
+    userDataRef: stored.userDataRef,
+    joinTokenId: stored.joinTokenId,
+  });
+  return stored;
+}
+
+/**
+ * Makes the `userdata.render` step with the module's user-data options (provision registers it as its own): renders
+ * the pinned profile's `userData: { kind, template }` for the workflow's node with a fresh single-use `provisioned`
+ * join token bound to the node (`tokenTtlSeconds`, default 7200), stores the document with `ctx.secrets.put` and
+ * returns only `{ userDataRef, kind, joinTokenId }`. Missing `ctx.pki` or `ctx.secrets`, a profile without user
+ * data, and a template that does not resolve are INVALID_CONFIG; a node id with a line break is INVALID_INPUT. Values
+ * are checked by a first render before anything is minted. Find-before-create in `userdata_renders` by
+ * {@link userDataRenderKey}, so a run re-run after a crash returns the first run's result.
+ *
+ * @example
+ * ```ts
+ * const render = userDataRenderStep({ controlPlaneUrl, bcdUrl, bcdSha256 });
+ * const profile = defineProfile({ id: 'fcos', version: 1, target: 'metal', userData: { kind: 'ignition' }, steps: [{ use: 'userdata.render' }] });
+ * ```
+ */
+export function userDataRenderStep(options?: UserDataOptions) {
+  const checked = checkUserDataOptions(options);
+  return defineStep({
+    id: USERDATA_RENDER_STEP_ID,
+    runsOn: 'control-plane',
+    timeout: '2m',
+    retrySafe: true,
+    input: manifest({}),
+    description: "Renders the profile's user data with a fresh single-use join token and stores it as a secret.",
+    run: (_input, ctx): Promise<RenderedUserData> => render(ctx, checked),
+  });
+}

@@ -52,6 +52,22 @@ try {
   const core = `import { ComputeError } from '@better-compute/core';\nimport { createPgliteDatabase } from 'better-compute/core/pglite';\nconst db = await createPgliteDatabase();\nconst { rows } = await db.query('SELECT 1 AS one');\nif (rows[0].one !== 1 || !(new ComputeError('NOT_FOUND', 'x') instanceof Error)) process.exit(1);\nawait db.close();\nconsole.log('packed core runs on PGlite');\n`;
   writeFileSync(join(app, 'run.mjs'), core);
   process.stdout.write(run('node', ['run.mjs'], app));
+  // The engine from the tarballs: its migrations ship with it, and a workflow of one step runs to the end.
+  const workflow = [
+    "import { betterCompute, manifest } from 'better-compute/core';",
+    "import { defineProfile, defineStep, getWorkflow, provisionModule } from 'better-compute/provision';",
+    "const hello = defineStep({ id: 'packed.hello', runsOn: 'control-plane', timeout: '1m', retrySafe: true, input: manifest({}), run: async () => ({ hello: 'world' }) });",
+    "const profile = defineProfile({ id: 'packed', version: 1, target: 'metal', steps: [{ use: 'packed.hello' }] });",
+    'const compute = await betterCompute({ modules: [provisionModule({ steps: [hello], profiles: [profile] })] });',
+    "const { id } = await compute.database.transaction((tx) => compute.context.workflows.start(tx, { tenantId: 'root', profileId: 'packed' }));",
+    'while ((await compute.runDueWork()) > 0) {}',
+    'const wf = await getWorkflow(compute.database, { workflowId: id });',
+    "if (wf.state !== 'succeeded' || wf.steps[0].result.hello !== 'world') process.exit(1);",
+    'await compute.close();',
+    "console.log('packed provision runs a workflow on PGlite');",
+  ].join('\n');
+  writeFileSync(join(app, 'workflow.mjs'), `${workflow}\n`);
+  process.stdout.write(run('node', ['workflow.mjs'], app));
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -1,29 +1,22 @@
 import type { Finding } from 'better-compute/core';
 import { DOCTOR_LIMITS, provisionFindings } from 'better-compute/provision';
 import { insertNode } from 'better-compute/testkit';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { BACKENDS, type ScratchDatabase } from './support/databases';
-import { createEngineLab, type EngineLab } from './support/engine-lab';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/databases';
+import type { EngineLab } from './support/engine-lab';
+import { useEngineLab } from './support/use-engine-lab';
 
 // `better-compute doctor`'s provision findings (workflows.md): workflows-stuck and workflows-failed, timed by ctx.clock.
 
 const MINUTE = 60_000;
 
 describe.each(BACKENDS)('provision doctor findings on $name', ({ create }) => {
-  let scratch: ScratchDatabase;
+  const getLab = useEngineLab(create);
   let lab: EngineLab;
   const findings = (): Promise<readonly Finding[]> => provisionFindings(lab.compute.context);
 
-  beforeAll(async () => {
-    scratch = await create();
-    lab = await createEngineLab(scratch.db);
-  });
-  afterAll(async () => {
-    await lab?.close();
-    await scratch?.drop();
-  });
   beforeEach(async () => {
-    await lab.reset();
+    lab = getLab();
   });
 
   it('is the module’s findings provider', () => {

@@ -1,7 +1,8 @@
 import { ENGINE_DEFAULTS } from 'better-compute/provision';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { BACKENDS, type ScratchDatabase } from './support/databases';
-import { createEngineLab, type EngineLab, lab as record } from './support/engine-lab';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { BACKENDS } from './support/databases';
+import { type EngineLab, lab as record } from './support/engine-lab';
+import { useEngineLab } from './support/use-engine-lab';
 
 // The built-in waits of steps-and-profiles.md ("Waiting"): wait.agentJoined and wait.observedGeneration, written with
 // stepNotReady, so the workflow is queued again 5 s later until they hold or their deadline passes.
@@ -14,18 +15,10 @@ async function dueAt(lab: EngineLab): Promise<number | undefined> {
 }
 
 describe.each(BACKENDS)('the built-in waits on $name', ({ create }) => {
-  let scratch: ScratchDatabase;
+  const getLab = useEngineLab(create);
   let lab: EngineLab;
-  beforeAll(async () => {
-    scratch = await create();
-    lab = await createEngineLab(scratch.db);
-  });
-  afterAll(async () => {
-    await lab?.close();
-    await scratch?.drop();
-  });
   beforeEach(async () => {
-    await lab.reset();
+    lab = getLab();
     // The agents connected at reset; the workflow starts a second later.
     lab.clock.advance(1_000);
   });

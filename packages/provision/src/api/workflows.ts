@@ -1,60 +1,29 @@
 import {
   ComputeError,
-  type ComputeErrorCode,
   defineApiGroup,
   defineApiMethod,
-  type Json,
   type ModuleContext,
   resolveNodeResource,
   type SqlExecutor,
 } from '@better-compute/core';
 import * as v from 'valibot';
-import type { StepRunsOn } from '../define/types';
-import type { StepPhase, StepState, WorkflowState } from '../engine/constants';
+import type { WorkflowState } from '../engine/constants';
 import { abortWorkflow, getWorkflow, pauseWorkflow, resumeWorkflow, retryWorkflow } from '../engine/verbs';
 import type { WorkflowError } from '../engine/workflow-rows';
-import type { WorkflowView } from '../engine/workflow-view';
+import type { StepView, WorkflowView } from '../engine/workflow-view';
 import { cursorSchema, decodeCursor, encodeCursor, limitSchema, type Page } from './pages';
 import { iso, textSchema } from './schemas';
 
-/** One step of a workflow as `workflows.get` returns it; times are ISO 8601 strings. */
-export interface ApiWorkflowStep {
-  stepId: string;
-  phase: StepPhase;
-  action: string;
-  name?: string;
-  runsOn: StepRunsOn;
-  state: StepState;
-  attempt: number;
-  commandId: string | null;
-  deadline: string | null;
-  startedAt: string | null;
-  finishedAt: string | null;
-  result: Json | null;
-  error: { code: ComputeErrorCode; message: string; reason?: string } | null;
-}
+/** A view with its times as ISO 8601 strings, as JSON carries them. */
+type WithIsoTimes<T> = {
+  [K in keyof T]: T[K] extends Date ? string : T[K] extends Date | null ? string | null : T[K];
+};
 
-/** A workflow as `workflows.list` returns it: everything but the steps; times are ISO 8601 strings. */
-export interface ApiWorkflowSummary {
-  id: string;
-  tenantId: string;
-  nodeId: string | null;
-  instanceId: string | null;
-  profileId: string;
-  profileVersion: number;
-  state: WorkflowState;
-  /** The step in flight (running or waiting), if any. */
-  stepId: string | null;
-  error: WorkflowError | null;
-  owner: string | null;
-  cancelReason: string | null;
-  commandKinds: string[];
-  batchId: string | null;
-  createdAt: string;
-  updatedAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-}
+/** One step of a workflow as `workflows.get` returns it: a {@link StepView} with times as ISO 8601 strings. */
+export type ApiWorkflowStep = WithIsoTimes<StepView>;
+
+/** A workflow as `workflows.list` returns it: everything but the steps, times as ISO 8601 strings. */
+export type ApiWorkflowSummary = WithIsoTimes<Omit<WorkflowView, 'steps'>>;
 
 /** A workflow as `workflows.get` and the verbs return it, with every step in run order. */
 export interface ApiWorkflow extends ApiWorkflowSummary {

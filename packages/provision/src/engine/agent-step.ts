@@ -43,6 +43,19 @@ async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRec
   return (await validateInput(definition.input, step.spec.with ?? {}, ['with'])) as Json;
 }
 
+async function failAndContinue(
+  tx: SqlExecutor,
+  env: EngineEnv,
+  workflow: WorkflowRecord,
+  steps: readonly StepRecord[],
+  step: StepRecord,
+  error: StepError,
+  now: Date,
+): Promise<Decision> {
+  await failStep(tx, env, workflow, steps, step, error, now);
+  return { kind: 'continue' };
+}
+
 /** Decodes an agent's result bytes: JSON when they are UTF-8 JSON, else `{ base64 }`; null when there are none. */
 export function decodeResult(bytes: Uint8Array | undefined): Json {
   if (!bytes || bytes.length === 0) return null;
@@ -71,10 +84,7 @@ export async function sendAgentCommand(
   step: StepRecord,
   now: Date,
 ): Promise<Decision> {
-  const fail = async (error: StepError): Promise<Decision> => {
-    await failStep(tx, env, workflow, steps, step, error, now);
-    return { kind: 'continue' };
-  };
+  const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const node = workflow.node;
   if (!node) return fail({ code: 'INVALID_CONFIG', message: `${step.runsOn} steps need a node workflow` });
   const deadline = step.deadline ?? now;
@@ -141,10 +151,7 @@ export async function checkAgentStep(
   step: StepRecord,
   now: Date,
 ): Promise<Decision> {
-  const fail = async (error: StepError): Promise<Decision> => {
-    await failStep(tx, env, workflow, steps, step, error, now);
-    return { kind: 'continue' };
-  };
+  const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const deadline = step.deadline ?? now;
   const overdue = now.getTime() >= deadline.getTime();
   if (step.awaitRejoin && step.rejoin) {

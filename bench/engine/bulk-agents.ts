@@ -1,0 +1,120 @@
+import type { Compute, SqlExecutor } from '@better-compute/core';
+
+/** A command the agents picked up. */
+interface Polled {
+  id: string;
+  nodeId: string;
+  workflowId: string;
+}
+
+/** When a command's result was reported: the wall-clock time (ms) right after completeCommand's transaction committed. */
+export interface Completion {
+  workflowId: string;
+  completedAt: number;
+}
+
+// What pollCommands does to a node's pending commands (pending → dispatched, dispatched_at stamped), for every node at
+// once: one statement instead of a transaction per node. Open commands past not_after are left to the kernel's sweep.
+const POLL_SQL = `
+UPDATE commands c SET state = 'dispatched', dispatched_at = $1, updated_at = $1
+FROM (
+  SELECT id FROM commands WHERE state = 'pending' AND kind = $2 AND not_after >= $1
+  ORDER BY created_at, id LIMIT $3 FOR UPDATE SKIP LOCKED
+) p
+WHERE c.id = p.id
+RETURNING c.id, c.node_id, c.workflow_id`;
+
+const POLL_LIMIT = 100;
+const IDLE_POLL_MS = 5;
+
+/**
+ * The agents of every node at once, in process: one poller picks up every pending command of `kind` (of any node) in
+ * bulk and `concurrency` runners answer them as fast as they can, through the kernel's agent-side functions: ack,
+ * start and complete, each in a transaction of its own as the agent API's separate calls would be (ack and start in
+ * one transaction would lock the command row from two savepoints, which costs a MultiXact each time); the commit time
+ * of the complete is recorded. It uses its own database handle (`db`), so none of its statements is counted against
+ * the engine.
+ */
+export class BulkAgents {
+  /** By command id. */
+  readonly completed = new Map<string, Completion>();
+  errors = 0;
+  lastError: unknown;
+  readonly #queue: Polled[] = [];
+  readonly #waiters: ((command: Polled | undefined) => void)[] = [];
+  #stopped = false;
+  #loops: Promise<void>[] = [];
+
+  constructor(
+    private readonly db: SqlExecutor,
+    private readonly compute: Compute,
+    private readonly kind: string,
+    private readonly concurrency: number,
+  ) {}
+
+  start(): void {
+    this.#loops = [this.#poll(), ...Array.from({ length: this.concurrency }, () => this.#run())];
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const waiter of this.#waiters.splice(0)) waiter(undefined);
+    await Promise.all(this.#loops);
+  }
+
+  #put(command: Polled): void {
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter(command);
+    else this.#queue.push(command);
+  }
+
+  #take(): Promise<Polled | undefined> {
+    const next = this.#queue.shift();
+    if (next || this.#stopped) return Promise.resolve(next);
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  async #poll(): Promise<void> {
+    while (!this.#stopped) {
+      if (this.#queue.length >= this.concurrency) {
+        await sleep(1);
+        continue;
+      }
+      try {
+        const { rows } = await this.db.query<{ id: string; node_id: string; workflow_id: string }>(POLL_SQL, [
+          new Date(),
+          this.kind,
+          POLL_LIMIT,
+        ]);
+        for (const row of rows) this.#put({ id: row.id, nodeId: row.node_id, workflowId: row.workflow_id });
+        if (rows.length === 0) await sleep(IDLE_POLL_MS);
+      } catch (err) {
+        if (this.#stopped) return;
+        this.errors += 1;
+        this.lastError = err;
+        await sleep(10);
+      }
+    }
+  }
+
+  async #run(): Promise<void> {
+    const { commands } = this.compute;
+    for (let command = await this.#take(); command; command = await this.#take()) {
+      const ref = { nodeId: command.nodeId, commandId: command.id };
+      try {
+        await this.db.transaction((tx) => commands.ackCommand(tx, ref));
+        await this.db.transaction((tx) => commands.startCommand(tx, ref));
+        await this.db.transaction((tx) => commands.completeCommand(tx, ref));
+        this.completed.set(command.id, { workflowId: command.workflowId, completedAt: Date.now() });
+      } catch (err) {
+        if (this.#stopped) return;
+        this.errors += 1;
+        this.lastError = err;
+      }
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,92 @@
+import type { QueryResult, Row, SqlDatabase, SqlExecutor } from '@better-compute/core';
+
+/**
+ * What a {@link countingDatabase} has seen. A round trip is one message exchange between the client and the server
+ * that the caller waits for: every `query` (inside a transaction or not), plus BEGIN and COMMIT (or ROLLBACK) of every
+ * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one. LISTEN/NOTIFY traffic is
+ * not counted (notifications are pushed, nobody waits for them).
+ */
+export interface QueryCounts {
+  /** `query` calls, inside transactions or not. */
+  statements: number;
+  /** Top-level `transaction()` calls: two more round trips each (BEGIN, COMMIT). */
+  transactions: number;
+  /** Nested `transaction()` calls: two more round trips each (SAVEPOINT, RELEASE). */
+  savepoints: number;
+  /** Statements by their text (whitespace collapsed, cut at 100 characters), plus the BEGIN/COMMIT and savepoint pairs. */
+  byText: Map<string, number>;
+}
+
+export const TRANSACTION_PAIR = 'BEGIN … COMMIT (2 per top-level transaction)';
+export const SAVEPOINT_PAIR = 'SAVEPOINT … RELEASE (2 per nested transaction)';
+
+/** Round trips of a count: statements, plus two per transaction and two per savepoint. */
+export function roundTrips(counts: Omit<QueryCounts, 'byText'>): number {
+  return counts.statements + 2 * counts.transactions + 2 * counts.savepoints;
+}
+
+/** A copy of the counts, to subtract later. */
+export function snapshot(counts: QueryCounts): QueryCounts {
+  return { ...counts, byText: new Map(counts.byText) };
+}
+
+/** What happened between two snapshots. */
+export function since(later: QueryCounts, earlier: QueryCounts): QueryCounts {
+  const byText = new Map<string, number>();
+  for (const [text, n] of later.byText) {
+    const d = n - (earlier.byText.get(text) ?? 0);
+    if (d > 0) byText.set(text, d);
+  }
+  return {
+    statements: later.statements - earlier.statements,
+    transactions: later.transactions - earlier.transactions,
+    savepoints: later.savepoints - earlier.savepoints,
+    byText,
+  };
+}
+
+/** A SqlDatabase that counts its statements and transactions; read `counts`. */
+export interface CountingDatabase extends SqlDatabase {
+  readonly counts: QueryCounts;
+}
+
+function label(text: string): string {
+  return text.replace(/\s+/g, ' ').trim().slice(0, 100);
+}
+
+/**
+ * Wraps a database so every statement and transaction that goes through it is counted (see {@link QueryCounts}).
+ * Everything is delegated unchanged; the PGlite backend's guard against using the handle inside its own transaction
+ * still sees the same async context.
+ */
+export function countingDatabase(db: SqlDatabase): CountingDatabase {
+  const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, byText: new Map() };
+  const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
+  const query = <R = Row>(target: SqlExecutor, text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
+    counts.statements += 1;
+    bump(label(text));
+    return target.query<R>(text, params);
+  };
+  const wrapTx = (tx: SqlExecutor): SqlExecutor => ({
+    query: (text, params) => query(tx, text, params),
+    transaction: (fn) => {
+      counts.savepoints += 1;
+      bump(SAVEPOINT_PAIR, 2);
+      return tx.transaction((inner) => fn(wrapTx(inner)));
+    },
+  });
+  return {
+    get backend() {
+      return db.backend;
+    },
+    counts,
+    query: (text, params) => query(db, text, params),
+    transaction: (fn) => {
+      counts.transactions += 1;
+      bump(TRANSACTION_PAIR, 2);
+      return db.transaction((tx) => fn(wrapTx(tx)));
+    },
+    listen: (channel, handler) => db.listen(channel, handler),
+    close: () => db.close(),
+  };
+}

@@ -45,6 +45,13 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
     });
   });
 
+  it('does not abort the signal of a step whose timeout is longer than a timer can hold', async () => {
+    const lab = getLab();
+    await lab.start({ id: 'lab-30d', steps: [{ use: 'lab.inspect', timeout: '30d' }] });
+    await lab.settle();
+    expect(record.contexts[0]).toMatchObject({ signalAborted: false });
+  });
+
   it('runs a step again under the same idempotency key when the worker died before settling it', async () => {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-crash', steps: [{ use: 'lab.noop' }] });

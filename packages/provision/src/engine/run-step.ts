@@ -12,6 +12,8 @@ import { isStepNotReady } from './step-not-ready';
 import type { StepRegistry } from './step-registry';
 import type { StepError } from './workflow-rows';
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** How one run of a control-plane step ended. */
 export type RunOutcome =
   | { kind: 'succeeded'; result: Json }
@@ -60,8 +62,13 @@ export async function runControlPlaneStep(
   }
   const controller = new AbortController();
   const remaining = request.deadline.getTime() - ctx.clock.now().getTime();
-  const timer = setTimeout(() => controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')), remaining);
-  timer.unref?.();
+  // Timers hold at most 2^31 - 1 ms (about 24.8 days; a longer delay fires at once), and timeouts go up to 30 days:
+  // a deadline further away than that is not armed here, and the engine still fails the step once it is overdue.
+  const timer =
+    remaining <= MAX_TIMER_MS
+      ? setTimeout(() => controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')), remaining)
+      : undefined;
+  timer?.unref?.();
   const stopping = ctx.signal;
   const signal = stopping ? AbortSignal.any([controller.signal, stopping]) : controller.signal;
   try {

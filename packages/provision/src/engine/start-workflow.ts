@@ -70,7 +70,7 @@ INSERT INTO workflow_steps (workflow_id, step_id, position, phase, parent_step_i
 SELECT $1, x.step_id, x.position, x.phase, x.parent_step_id, x.action, x.resolution, x.runs_on, x.spec, x.timeout_ms,
   x.retries, x.on_failure, x.await, x.command_kind, 'pending', 0, 0, $2
 FROM jsonb_to_recordset($3::jsonb) AS x(step_id text, position int, phase text, parent_step_id text, action text,
-  resolution text, runs_on text, spec jsonb, timeout_ms int, retries int, on_failure text, await text, command_kind text)`;
+  resolution text, runs_on text, spec jsonb, timeout_ms bigint, retries int, on_failure text, await text, command_kind text)`;
 
 function stepRecords(steps: readonly ExpandedStep[]) {
   return steps.map((s) => ({

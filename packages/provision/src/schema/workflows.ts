@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { tstz } from './columns';
 
 // A node (or an instance) has at most one workflow in these states; `failed` is parked, not active.
@@ -59,7 +59,8 @@ export const workflowSteps = pgTable(
     runsOn: text('runs_on').notNull(),
     // The profile step as written (use, on, with, when, timeout, retries, onFailure, await, fallback, name).
     spec: jsonb('spec').notNull(),
-    timeoutMs: integer('timeout_ms').notNull(),
+    // Up to 30 days in milliseconds, past what an integer holds.
+    timeoutMs: bigint('timeout_ms', { mode: 'number' }).notNull(),
     retries: integer('retries').notNull(),
     onFailure: text('on_failure').notNull(),
     awaitRejoin: text('await'),

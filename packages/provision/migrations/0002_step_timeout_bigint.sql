@@ -1,0 +1,1 @@
+ALTER TABLE "workflow_steps" ALTER COLUMN "timeout_ms" SET DATA TYPE bigint;

@@ -40,23 +40,27 @@ export async function startStep(
   step: StepRecord,
   now: Date,
 ): Promise<void> {
-  await updateStep(
-    tx,
-    step,
-    {
-      state: 'running',
-      startedAt: now,
-      firstStartedAt: step.firstStartedAt ?? now,
-      deadline: addMs(now, step.timeoutMs),
-      finishedAt: null,
-      error: null,
-      result: null,
-      commandId: null,
-      rejoin: null,
-    },
-    now,
-  );
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.started', stepEventData(step));
+  const data = stepEventData(step);
+  // The row's update and its event go out together (pipelined on the connection), in one wait.
+  await Promise.all([
+    updateStep(
+      tx,
+      step,
+      {
+        state: 'running',
+        startedAt: now,
+        firstStartedAt: step.firstStartedAt ?? now,
+        deadline: addMs(now, step.timeoutMs),
+        finishedAt: null,
+        error: null,
+        result: null,
+        commandId: null,
+        rejoin: null,
+      },
+      now,
+    ),
+    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.started', data),
+  ]);
 }
 
 /**
@@ -75,8 +79,11 @@ export async function succeedStep(
   result: Json,
   now: Date,
 ): Promise<void> {
-  await updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now);
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.succeeded', stepEventData(step));
+  const data = stepEventData(step);
+  await Promise.all([
+    updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now),
+    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.succeeded', data),
+  ]);
 }
 
 /**
@@ -95,8 +102,11 @@ export async function skipStep(
   reason: string,
   now: Date,
 ): Promise<void> {
-  await updateStep(tx, step, { state: 'skipped', finishedAt: now }, now);
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.skipped', stepEventData(step, { reason }));
+  const data = stepEventData(step, { reason });
+  await Promise.all([
+    updateStep(tx, step, { state: 'skipped', finishedAt: now }, now),
+    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.skipped', data),
+  ]);
 }
 
 /**

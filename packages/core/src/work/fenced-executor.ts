@@ -76,20 +76,8 @@ export class FencedExecutor implements SqlExecutor {
 
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return this.db.transaction(async (tx) => {
-      // The check is sent first but not waited for: the server runs it before anything `fn` sends (one connection, in
-      // order), so its share lock is taken first all the same, and the transaction never commits without it. This
-      // saves the check's round trip of waiting; a lost lease still rolls everything back.
-      const held = assertLeaseHeld(tx, this.lease);
-      held.catch(() => undefined);
-      let result: T;
-      try {
-        result = await fn(tx);
-      } catch (err) {
-        await held;
-        throw err;
-      }
-      await held;
-      return result;
+      await assertLeaseHeld(tx, this.lease);
+      return fn(tx);
     });
   }
 }

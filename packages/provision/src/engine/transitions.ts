@@ -40,27 +40,23 @@ export async function startStep(
   step: StepRecord,
   now: Date,
 ): Promise<void> {
-  const data = stepEventData(step);
-  // The row's update and its event go out together (pipelined on the connection), in one wait.
-  await Promise.all([
-    updateStep(
-      tx,
-      step,
-      {
-        state: 'running',
-        startedAt: now,
-        firstStartedAt: step.firstStartedAt ?? now,
-        deadline: addMs(now, step.timeoutMs),
-        finishedAt: null,
-        error: null,
-        result: null,
-        commandId: null,
-        rejoin: null,
-      },
-      now,
-    ),
-    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.started', data),
-  ]);
+  await updateStep(
+    tx,
+    step,
+    {
+      state: 'running',
+      startedAt: now,
+      firstStartedAt: step.firstStartedAt ?? now,
+      deadline: addMs(now, step.timeoutMs),
+      finishedAt: null,
+      error: null,
+      result: null,
+      commandId: null,
+      rejoin: null,
+    },
+    now,
+  );
+  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.started', stepEventData(step));
 }
 
 /**
@@ -79,11 +75,8 @@ export async function succeedStep(
   result: Json,
   now: Date,
 ): Promise<void> {
-  const data = stepEventData(step);
-  await Promise.all([
-    updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now),
-    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.succeeded', data),
-  ]);
+  await updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now);
+  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.succeeded', stepEventData(step));
 }
 
 /**
@@ -102,11 +95,8 @@ export async function skipStep(
   reason: string,
   now: Date,
 ): Promise<void> {
-  const data = stepEventData(step, { reason });
-  await Promise.all([
-    updateStep(tx, step, { state: 'skipped', finishedAt: now }, now),
-    publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.skipped', data),
-  ]);
+  await updateStep(tx, step, { state: 'skipped', finishedAt: now }, now);
+  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.skipped', stepEventData(step, { reason }));
 }
 
 /**

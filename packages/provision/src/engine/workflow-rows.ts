@@ -1,6 +1,7 @@
 import type { ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
+import type { ExpandedStep } from './expand';
 
 /** The error a failed step records, and (prefixed with the step) the workflow's own error. */
 export interface StepError {
@@ -40,22 +41,9 @@ export interface WorkflowRecord {
   node: { id: string; siteId: string | undefined; poolId?: string; labels: Labels } | undefined;
 }
 
-/** A `workflow_steps` row. */
-export interface StepRecord {
+/** A `workflow_steps` row: the expanded step, and where its run stands. */
+export interface StepRecord extends ExpandedStep {
   workflowId: string;
-  stepId: string;
-  position: number;
-  phase: StepPhase;
-  parentStepId: string | null;
-  action: string;
-  resolution: 'step' | 'driver';
-  runsOn: StepRunsOn;
-  spec: ProfileStep;
-  timeoutMs: number;
-  retries: number;
-  onFailure: 'fail' | 'continue' | 'rescue' | 'step';
-  awaitRejoin: boolean;
-  commandKind: string | null;
   state: StepState;
   attempt: number;
   attemptBase: number;

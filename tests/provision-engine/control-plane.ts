@@ -55,9 +55,10 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
   it('runs a step again under the same idempotency key when the worker died before settling it', async () => {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-crash', steps: [{ use: 'lab.noop' }] });
-    // Boundaries of the dying worker's first pass: 1 is the kernel's expiry sweep (due first, by kind), 2 starts the
-    // workflow, 3 marks main.1 running, then the step runs; 4 would settle it, and the worker dies before that commits.
-    const dying = await createCrashingLab(lab.db, lab.clock, 4, 'before-commit');
+    // Boundaries of the dying worker's first pass: 1 claims the due items, 2 is the kernel's expiry sweep (due first,
+    // by kind), 3 requeues it, 4 starts the workflow and marks main.1 running in one statement, then the step runs;
+    // 5 would settle it, and the worker dies before that commits.
+    const dying = await createCrashingLab(lab.db, lab.clock, 5, 'before-commit');
     const error = await rejectionOf(() => dying.compute.runDueWork());
     expect(isWorkerCrashed(error)).toBe(true);
     expect(stepStates(await lab.workflow(id))).toEqual(['main.1:running']);

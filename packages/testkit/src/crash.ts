@@ -1,9 +1,10 @@
 import type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '@better-compute/core';
 
 /**
- * Where a {@link crashingDatabase} kills its worker: at the `at`-th top-level transaction (1-based), either
- * `before-commit` (the transaction's work is done, then the worker dies and it rolls back) or `after-commit` (it
- * commits, then the worker dies before it can act on the outcome).
+ * Where a {@link crashingDatabase} kills its worker: at the `at`-th transaction boundary (1-based; a top-level
+ * transaction, or a top-level statement other than a plain read, which commits on its own), either `before-commit`
+ * (the transaction's work is done, then the worker dies and it rolls back; a lone statement never runs) or
+ * `after-commit` (it commits, then the worker dies before it can act on the outcome).
  *
  * @example
  * ```ts
@@ -60,6 +61,11 @@ export function isWorkerCrashed(value: unknown): value is WorkerCrashed {
   return value instanceof WorkerCrashed || (value instanceof Error && value.name === 'WorkerCrashed');
 }
 
+// A top-level statement that may write commits on its own: it is a transaction boundary too. Plain reads are not.
+function commitsOnItsOwn(text: string): boolean {
+  return !/^\s*(SELECT|SHOW|LISTEN|UNLISTEN)\b/i.test(text);
+}
+
 function checkPlan(plan: CrashPlan | undefined): void {
   if (plan === undefined) return;
   if (!Number.isInteger(plan.at) || plan.at < 1) throw new Error('crashingDatabase: plan.at must be an integer ≥ 1');
@@ -69,8 +75,10 @@ function checkPlan(plan: CrashPlan | undefined): void {
 }
 
 /**
- * Wraps `db` to inject a worker crash at a transaction boundary. It counts top-level `transaction()` calls (1-based;
- * nested `tx.transaction` savepoints pass through uncounted). At boundary `plan.at`:
+ * Wraps `db` to inject a worker crash at a transaction boundary. It counts top-level `transaction()` calls and
+ * top-level statements that are not plain reads (`SELECT`, `SHOW`), since each of those commits on its own (1-based;
+ * nested `tx.transaction` savepoints and statements inside a transaction pass through uncounted). At boundary
+ * `plan.at`:
  *
  * - `before-commit`: runs `fn`, then throws {@link WorkerCrashed}, so the underlying transaction rolls back;
  * - `after-commit`: lets `fn` run and commit, then throws `WorkerCrashed`.
@@ -137,11 +145,25 @@ export function crashingDatabase(db: SqlDatabase, plan: CrashPlan | undefined): 
     },
     async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       alive();
-      return db.query<R>(text, params);
+      if (!commitsOnItsOwn(text)) return db.query<R>(text, params);
+      boundaries += 1;
+      if (process.env.DEBUG_BOUNDARIES) console.log('BOUNDARY', boundaries, text.slice(0, 80).replace(/\s+/g, ' '));
+      const boundary = boundaries;
+      if (plan === undefined || boundary !== plan.at) return db.query<R>(text, params);
+      // Before the commit of a statement that is its own transaction: it never ran.
+      if (plan.when === 'before-commit') throw crash(boundary);
+      let failure: unknown;
+      try {
+        await db.query<R>(text, params);
+      } catch (err) {
+        failure = err;
+      }
+      throw crash(boundary, failure);
     },
     async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
       alive();
       boundaries += 1;
+      if (process.env.DEBUG_BOUNDARIES) console.log('BOUNDARY', boundaries, 'transaction');
       const boundary = boundaries;
       if (plan === undefined || boundary !== plan.at) {
         return db.transaction((tx) => {

@@ -2,6 +2,7 @@ import type { Clock } from '../clock';
 import { ComputeError, type ErrorPath } from '../errors';
 import { newId } from '../ids';
 import { assertJson } from '../json';
+import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import { type EventHandler, type EventSubscription, type SubscribeEventsOptions, subscribeEvents } from './subscribe';
 import type { EventBus } from './types';
@@ -72,6 +73,11 @@ function checkEvent(event: unknown): { tenantId: string; subject: string; type: 
 export function createEventBus(options: EventBusOptions): KernelEventBus {
   const { clock, db } = options;
   const live = new Set<{ tenantId: string | undefined; subscription: EventSubscription }>();
+  const nudge = (tenantId: string) => {
+    for (const entry of live) {
+      if (entry.tenantId === undefined || entry.tenantId === tenantId) entry.subscription.nudge();
+    }
+  };
   return {
     async publish(tx, event) {
       const { tenantId, subject, type, data } = checkEvent(event);
@@ -79,9 +85,12 @@ export function createEventBus(options: EventBusOptions): KernelEventBus {
         'INSERT INTO events (id, tenant_id, subject, type, data, at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)',
         [newId('evt'), tenantId, subject, type, JSON.stringify(data), clock.now()],
       );
-      for (const entry of live) {
-        if (entry.tenantId === undefined || entry.tenantId === tenantId) entry.subscription.nudge();
-      }
+      nudge(tenantId);
+    },
+    stage(event) {
+      const checked = checkEvent(event);
+      nudge(checked.tenantId);
+      return { ...checked, data: checked.data as Json, id: newId('evt'), at: clock.now() };
     },
     subscribe(handler, subscribeOptions = {}) {
       if (!db) {

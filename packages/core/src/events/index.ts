@@ -14,4 +14,5 @@ export {
   type SubscribeEventsOptions,
   subscribeEvents,
 } from './subscribe';
-export type { ComputeEvent, EventBus, NewEvent } from './types';
+export { stagedEventsInsertSql, stagedEventsParam } from './staged-events';
+export type { ComputeEvent, EventBus, NewEvent, StagedEvent } from './types';

@@ -27,4 +27,16 @@ export interface ComputeEvent extends NewEvent {
  */
 export interface EventBus {
   publish(tx: SqlExecutor, event: NewEvent): Promise<void>;
+  /**
+   * Checks and stamps an event (`evt_…` id, the clock's time) for a caller that writes it in a statement of its own
+   * (see `stagedEventsInsertSql`), and nudges subscribers as `publish` does. The caller must insert it in the same
+   * transaction as the change it describes.
+   */
+  stage(event: NewEvent): StagedEvent;
+}
+
+/** An event checked and stamped by {@link EventBus.stage}, ready to insert. */
+export interface StagedEvent extends NewEvent {
+  id: string;
+  at: Date;
 }

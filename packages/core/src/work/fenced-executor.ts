@@ -31,11 +31,48 @@ export function isFencedError(err: unknown): err is ComputeError {
  * ```
  */
 export async function assertLeaseHeld(tx: SqlExecutor, lease: ShardLease): Promise<void> {
-  const { rowCount } = await tx.query(
-    'SELECT 1 FROM shard_leases WHERE shard = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE',
-    [lease.shard, lease.workerId, lease.epoch],
-  );
+  const { rowCount } = await tx.query(leaseFenceSql(1), leaseFenceParams(lease));
   if (rowCount === 0) throw fencedError(lease);
+}
+
+/**
+ * The lease a reconciler's `sql` works under: set when it is a worker's {@link FencedExecutor}, undefined otherwise.
+ * A caller that writes in one autocommitted statement (no `transaction`) fences it itself with {@link leaseFenceSql}.
+ *
+ * @example
+ * ```ts
+ * const lease = leaseOf(ctx.sql);
+ * ```
+ */
+export function leaseOf(sql: SqlExecutor): ShardLease | undefined {
+  return sql instanceof FencedExecutor ? sql.lease : undefined;
+}
+
+/**
+ * A SELECT that returns one row while `lease` is held at its epoch and share-locks the lease row (as
+ * {@link assertLeaseHeld} does), for a CTE of a caller's own statement; its three parameters start at `$first` and
+ * are {@link leaseFenceParams}.
+ *
+ * @example
+ * ```ts
+ * const text = `WITH fence AS (${leaseFenceSql(3)}) UPDATE nodes SET state = $2 WHERE id = $1 AND EXISTS (SELECT 1 FROM fence)`;
+ * await ctx.sql.query(text, [id, 'ready', ...leaseFenceParams(lease)]);
+ * ```
+ */
+export function leaseFenceSql(first: number): string {
+  return `SELECT 1 FROM shard_leases WHERE shard = $${first} AND worker_id = $${first + 1} AND epoch = $${first + 2} FOR SHARE`;
+}
+
+/**
+ * The parameters of {@link leaseFenceSql}, in order.
+ *
+ * @example
+ * ```ts
+ * const params = [id, ...leaseFenceParams(lease)];
+ * ```
+ */
+export function leaseFenceParams(lease: ShardLease): unknown[] {
+  return [lease.shard, lease.workerId, lease.epoch];
 }
 
 /**

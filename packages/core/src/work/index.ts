@@ -1,5 +1,14 @@
 export { backoffDelayMs, DEFAULT_BACKOFF, describeFailure } from './backoff';
-export { assertLeaseHeld, FencedExecutor, isFencedError, type ShardLease } from './fenced-executor';
+export {
+  assertLeaseHeld,
+  FencedExecutor,
+  fencedError,
+  isFencedError,
+  leaseFenceParams,
+  leaseFenceSql,
+  leaseOf,
+  type ShardLease,
+} from './fenced-executor';
 export { type RunDueWorkOptions, runDueWork } from './run-due-work';
 export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {

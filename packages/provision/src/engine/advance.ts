@@ -1,6 +1,7 @@
 import { evaluateWhen, type SqlExecutor } from '@better-compute/core';
 import { checkAgentStep, sendAgentCommand } from './agent-step';
 import type { Decision, RunRequest } from './decision';
+import { requireTransaction } from './staged-writes';
 import { publishWorkflowEvent } from './events';
 import { type EngineEnv, failStep, finishWorkflow, skipStep, startStep } from './transitions';
 import { type LoadedWorkflow, type StepRecord, updateWorkflow, type WorkflowRecord } from './workflow-rows';
@@ -72,6 +73,7 @@ async function handleInFlight(
 ): Promise<Decision> {
   const { workflow, steps } = loaded;
   if (step.runsOn !== 'control-plane') {
+    requireTransaction(tx);
     return step.state === 'running'
       ? sendAgentCommand(tx, env, workflow, steps, step, now)
       : checkAgentStep(tx, env, workflow, steps, step, now);
@@ -136,6 +138,8 @@ export async function advanceWorkflow(
     await skipStep(tx, env, workflow, step, `${parent.stepId} never started`, now);
     return { kind: 'continue' };
   }
+  // An agent step's command is enqueued in the transaction that starts it.
+  if (step.runsOn !== 'control-plane') requireTransaction(tx);
   await startStep(tx, env, workflow, step, now);
   if (step.runsOn === 'control-plane') return { kind: 'run', request: runRequestOf(workflow, step) };
   return sendAgentCommand(tx, env, workflow, steps, step, now);

@@ -11,6 +11,7 @@ import { siteAgentFor } from '../steps/site-agent-for';
 import { agentStepCommandKey } from '../steps/step-command-key';
 import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';
+import { requireTransaction } from './staged-writes';
 import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
 import { type StepError, type StepRecord, updateStep, type WorkflowRecord } from './workflow-rows';
 
@@ -84,6 +85,7 @@ export async function sendAgentCommand(
   step: StepRecord,
   now: Date,
 ): Promise<Decision> {
+  requireTransaction(tx);
   const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const node = workflow.node;
   if (!node) return fail({ code: 'INVALID_CONFIG', message: `${step.runsOn} steps need a node workflow` });
@@ -151,6 +153,7 @@ export async function checkAgentStep(
   step: StepRecord,
   now: Date,
 ): Promise<Decision> {
+  requireTransaction(tx);
   const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const deadline = step.deadline ?? now;
   const overdue = now.getTime() >= deadline.getTime();

@@ -1,4 +1,5 @@
 import type { EventBus, Json, SqlExecutor } from '@better-compute/core';
+import { StagedWrites } from './staged-writes';
 import type { StepRecord, WorkflowRecord } from './workflow-rows';
 
 /**
@@ -29,7 +30,8 @@ export const WORKFLOW_EVENT_TYPES = Object.freeze([
 export type WorkflowEventType = (typeof WORKFLOW_EVENT_TYPES)[number];
 
 /**
- * Publishes a workflow event in the transaction of the transition it describes. Data holds `workflowId`, `nodeId`,
+ * Publishes a workflow event in the transaction of the transition it describes (staged with the transition's other
+ * writes when `tx` is {@link StagedWrites}). Data holds `workflowId`, `nodeId`,
  * `profileId` and `profileVersion`, plus `extra`.
  *
  * @example
@@ -44,7 +46,7 @@ export async function publishWorkflowEvent(
   type: WorkflowEventType,
   extra: { [key: string]: Json } = {},
 ): Promise<void> {
-  await events.publish(tx, {
+  const event = {
     tenantId: workflow.tenantId,
     subject: `workflow/${workflow.id}`,
     type,
@@ -55,7 +57,9 @@ export async function publishWorkflowEvent(
       profileVersion: workflow.profileVersion,
       ...extra,
     },
-  });
+  };
+  if (tx instanceof StagedWrites) tx.stageEvent(events.stage(event));
+  else await events.publish(tx, event);
 }
 
 /**

@@ -1,35 +1,96 @@
-import type { ModuleContext, Reconciler, SqlExecutor } from '@better-compute/core';
+import { leaseOf, type ModuleContext, type Reconciler } from '@better-compute/core';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { advanceWorkflow } from './advance';
 import type { Decision, RunRequest } from './decision';
+import { flushWrites } from './flush-writes';
 import { type RunOutcome, runControlPlaneStep } from './run-step';
+import { NeedsTransaction, StagedWrites } from './staged-writes';
 import type { StepRegistry } from './step-registry';
 import { type EngineEnv, failStep, succeedStep } from './transitions';
-import { lockActiveWorkflow } from './workflow-rows';
+import { type LoadedWorkflow, lockActiveWorkflow, readActiveWorkflow } from './workflow-rows';
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
+
+/** A control-plane step's run that ended and waits to be settled. */
+interface EndedRun {
+  request: RunRequest;
+  outcome: Extract<RunOutcome, { kind: 'succeeded' | 'failed' }>;
+}
 
 /**
  * Settles a control-plane step's run, only if the step is still `running` with the same attempt (an abort, a timeout
  * or another run may have settled it meanwhile).
  */
-async function settleRun(tx: SqlExecutor, env: EngineEnv, request: RunRequest, outcome: RunOutcome): Promise<void> {
-  const loaded = await lockActiveWorkflow(tx, request.key);
-  if (!loaded || loaded.workflow.id !== request.workflowId) return;
+async function settleRun(staged: StagedWrites, env: EngineEnv, loaded: LoadedWorkflow, run: EndedRun, now: Date) {
+  const { request, outcome } = run;
+  if (loaded.workflow.id !== request.workflowId) return;
   const step = loaded.steps.find((s) => s.stepId === request.stepId);
   if (step?.state !== 'running' || step.attempt !== request.attempt) return;
-  const now = env.ctx.clock.now();
-  if (outcome.kind === 'succeeded') await succeedStep(tx, env, loaded.workflow, step, outcome.result, now);
-  if (outcome.kind === 'failed') await failStep(tx, env, loaded.workflow, loaded.steps, step, outcome.error, now);
+  if (outcome.kind === 'succeeded') await succeedStep(staged, env, loaded.workflow, step, outcome.result, now);
+  else await failStep(staged, env, loaded.workflow, loaded.steps, step, outcome.error, now);
+}
+
+/** What a plan made without a transaction came to: a decision, or a transition that needs one. */
+type Planned = { decision: Decision | 'needs-transaction'; transitions: number };
+
+/**
+ * Plans from `loaded` without a transaction: settles the ended run, then advances while nothing outside the workflow
+ * is needed (skips, the next control-plane step started, the workflow finished), staging every write.
+ */
+async function plan(
+  staged: StagedWrites,
+  env: EngineEnv,
+  loaded: LoadedWorkflow,
+  run: EndedRun | undefined,
+  budget: number,
+  now: Date,
+): Promise<Planned> {
+  if (run) await settleRun(staged, env, loaded, run, now);
+  let transitions = 0;
+  try {
+    while (transitions < budget) {
+      transitions += 1;
+      const decision = await advanceWorkflow(staged, env, loaded, now);
+      if (decision.kind !== 'continue') return { decision, transitions };
+    }
+    return { decision: { kind: 'continue' }, transitions };
+  } catch (error) {
+    if (error instanceof NeedsTransaction) return { decision: 'needs-transaction', transitions: transitions - 1 };
+    throw error;
+  }
+}
+
+/** One transition in a transaction, with the workflow row locked: for what a plan cannot do on its own. */
+async function transitionInTransaction(env: EngineEnv, key: string) {
+  const { ctx } = env;
+  return ctx.sql.transaction(async (tx) => {
+    const loaded = await lockActiveWorkflow(tx, key);
+    if (!loaded) return { decision: { kind: 'idle' } as Decision, loaded };
+    const now = ctx.clock.now();
+    const staged = new StagedWrites(loaded.workflow, tx);
+    const decision = await advanceWorkflow(staged, env, loaded, now);
+    if (!staged.empty) loaded.workflow.revision = (await flushWrites(tx, staged, now, undefined)) as number;
+    return { decision, loaded };
+  });
+}
+
+function requeueAt(ctx: ModuleContext, at: number) {
+  return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
 }
 
 /**
- * The `workflow` reconciler, keyed by node id (or workflow id): advances the key's active workflow one transition per
- * transaction with the workflow row locked, runs control-plane steps between transactions, and asks to be queued
- * again at the next moment it cares about (a command poll, a stepNotReady delay, a deadline). A succeeded workflow's
- * `hostConfig` resolves against `configUnits` (the built-ins by default).
+ * The `workflow` reconciler, keyed by node id (or workflow id). A transition is what the engine decides on one
+ * happening (a step's run ended, a command settled, a deadline passed, a verb): the step settled, the steps skipped
+ * after it and the next one started, or the workflow finished. It plans from the workflow as it last read or wrote it
+ * and writes it in one statement, which commits only while the workflow's revision (bumped by every change, the verbs'
+ * locks among them) is the one it planned from, the node's labels are those it evaluated `when` on, and the worker
+ * holds its shard; a stale plan is read again and planned anew. What a plan cannot do alone (send or read a command,
+ * queue the owner, set the host config) runs in a transaction with the workflow row locked. Control-plane steps run
+ * between, outside any transaction; the reconciler asks to be queued again at the next moment it cares about (a
+ * command poll, a stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against
+ * `configUnits` (the built-ins by default).
  *
  * @example
  * ```ts
@@ -42,23 +103,46 @@ export function workflowReconciler(
 ): Reconciler {
   return async (key: string, ctx: ModuleContext) => {
     const env: EngineEnv = { ctx, steps, configUnits };
-    for (let i = 0; i < MAX_TRANSITIONS_PER_PASS; i += 1) {
-      const decision = await ctx.sql.transaction(async (tx): Promise<Decision> => {
-        const loaded = await lockActiveWorkflow(tx, key);
-        return loaded ? advanceWorkflow(tx, env, loaded, ctx.clock.now()) : { kind: 'idle' };
-      });
+    const lease = leaseOf(ctx.sql);
+    // What this pass last read or wrote of the key's active workflow; undefined when it must read it again.
+    let snapshot: LoadedWorkflow | undefined;
+    let run: EndedRun | undefined;
+    let transitions = 0;
+    while (transitions < MAX_TRANSITIONS_PER_PASS) {
+      snapshot ??= await readActiveWorkflow(ctx.sql, key);
+      if (!snapshot) return undefined;
+      const now = ctx.clock.now();
+      const staged = new StagedWrites(snapshot.workflow, undefined);
+      const planned = await plan(staged, env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now);
+      if (!staged.empty) {
+        const guard = { revision: snapshot.workflow.revision, lease };
+        const revision = await flushWrites(ctx.sql, staged, now, guard);
+        if (revision === undefined) {
+          // Stale: something changed the workflow (a verb, the node's labels) since it was read. The ended run is
+          // settled against the workflow as it is now, or not at all if it no longer runs.
+          snapshot = undefined;
+          continue;
+        }
+        snapshot.workflow.revision = revision;
+      }
+      run = undefined;
+      transitions += Math.max(1, planned.transitions);
+      let decision = planned.decision;
+      if (decision === 'needs-transaction') {
+        const done = await transitionInTransaction(env, key);
+        snapshot = done.loaded;
+        decision = done.decision;
+      }
       if (decision.kind === 'idle') return undefined;
-      if (decision.kind === 'wait')
-        return { requeueAfterMs: Math.max(0, decision.until.getTime() - ctx.clock.now().getTime()) };
+      if (decision.kind === 'wait') return requeueAt(ctx, decision.until.getTime());
       if (decision.kind === 'run') {
         const outcome = await runControlPlaneStep(ctx, steps, decision.request);
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
         if (outcome.kind === 'not-ready') {
           // Nothing to settle: the step stays running and runs again after the delay, never past its deadline.
-          const at = Math.min(ctx.clock.now().getTime() + outcome.ms, decision.request.deadline.getTime());
-          return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
+          return requeueAt(ctx, Math.min(ctx.clock.now().getTime() + outcome.ms, decision.request.deadline.getTime()));
         }
-        await ctx.sql.transaction((tx) => settleRun(tx, env, decision.request, outcome));
+        run = { request: decision.request, outcome };
       }
     }
     return { requeueAfterMs: 0 };

@@ -3,6 +3,7 @@ import { applyHostConfig } from '../config-units/apply';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { WorkflowState } from './constants';
 import { publishWorkflowEvent, stepEventData } from './events';
+import { requireTransaction } from './staged-writes';
 import type { StepRegistry } from './step-registry';
 import {
   type StepError,
@@ -109,6 +110,7 @@ export async function skipStep(
  */
 export async function cancelStepCommand(tx: SqlExecutor, env: EngineEnv, step: StepRecord, reason: string) {
   if (!step.commandId) return;
+  requireTransaction(tx);
   const command = await env.ctx.commands.get(tx, step.commandId);
   if (command && OPEN_COMMAND.has(command.state)) await env.ctx.commands.cancel(tx, command.id, reason);
 }
@@ -230,13 +232,17 @@ export async function finishWorkflow(
   outcome: Extract<WorkflowState, 'succeeded' | 'failed' | 'cancelled'>,
   now: Date,
 ): Promise<void> {
+  const nodeId = workflow.nodeId;
+  const hostConfig = outcome === 'succeeded' && nodeId !== null ? workflow.document.hostConfig : undefined;
+  // The node's NodeSpec and the owner's queue are written in the transaction that ends the workflow.
+  if (hostConfig !== undefined || workflow.owner) requireTransaction(tx);
   for (const step of steps) {
     if (step.state === 'pending') await updateStep(tx, step, { state: 'cancelled', finishedAt: now }, now);
   }
   let state = outcome;
   let error: WorkflowError | undefined;
-  if (state === 'succeeded' && workflow.document.hostConfig !== undefined && workflow.nodeId !== null) {
-    error = await applyHostConfig(tx, env.configUnits, workflow.nodeId, workflow.document.hostConfig, now);
+  if (hostConfig !== undefined && nodeId !== null) {
+    error = await applyHostConfig(tx, env.configUnits, nodeId, hostConfig, now);
     if (error) state = 'failed';
   }
   await updateWorkflow(tx, workflow, { state, finishedAt: now, ...(error ? { error } : {}) }, now);

@@ -2,6 +2,7 @@ import type { ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-comput
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
+import { StagedWrites } from './staged-writes';
 
 /** The error a failed step records, and (prefixed with the step) the workflow's own error. */
 export interface StepError {
@@ -38,6 +39,8 @@ export interface WorkflowRecord {
   updatedAt: Date;
   startedAt: Date | null;
   finishedAt: Date | null;
+  /** Bumped by every change to the workflow or its steps. */
+  revision: number;
   node: { id: string; siteId: string | undefined; poolId?: string; labels: Labels } | undefined;
 }
 
@@ -115,6 +118,7 @@ function toWorkflow(r: Raw): WorkflowRecord {
     updatedAt: date(r.updated_at) as Date,
     startedAt: date(r.started_at),
     finishedAt: date(r.finished_at),
+    revision: Number(r.revision),
     node:
       nodeId === null || r.node_exists !== true
         ? undefined
@@ -133,12 +137,15 @@ export interface LoadedWorkflow {
   steps: StepRecord[];
 }
 
-// One statement: the workflow row (locked when asked), its node's coordinates and labels, and every step in order.
-const SELECT_WORKFLOW = `
+// One statement: the workflow row, its node's coordinates and labels, and every step in order. `source` is the
+// workflows table, or a CTE that has just locked (and bumped) the row.
+const selectWorkflowFrom = (source: string) => `
 SELECT w.*, n.id IS NOT NULL AS node_exists, n.site_id AS node_site_id, n.pool_id AS node_pool_id,
   n.labels AS node_labels,
   (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps
-FROM workflows w LEFT JOIN nodes n ON n.id = w.node_id`;
+FROM ${source} w LEFT JOIN nodes n ON n.id = w.node_id`;
+
+const ACTIVE_OF_KEY = `key = $1 AND state IN ${ACTIVE_STATES_SQL} ORDER BY created_at, id LIMIT 1`;
 
 function loaded(rows: Raw[]): LoadedWorkflow | undefined {
   const row = rows[0];
@@ -147,7 +154,8 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
 }
 
 /**
- * Locks and loads the active workflow of a reconciler key (the node id, or the workflow id), if there is one.
+ * Locks and loads the active workflow of a reconciler key (the node id, or the workflow id), if there is one. Locking
+ * bumps the workflow's revision, so a reconciler writing from an earlier read of it finds that read stale.
  *
  * @example
  * ```ts
@@ -156,15 +164,35 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
  */
 export async function lockActiveWorkflow(tx: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
   const { rows } = await tx.query<Raw>(
-    `${SELECT_WORKFLOW} WHERE w.key = $1 AND w.state IN ${ACTIVE_STATES_SQL} ORDER BY w.created_at, w.id LIMIT 1
-     FOR UPDATE OF w`,
+    `WITH locked AS (
+       UPDATE workflows SET revision = revision + 1
+       WHERE id = (SELECT id FROM workflows WHERE ${ACTIVE_OF_KEY} FOR UPDATE) RETURNING *)
+     ${selectWorkflowFrom('locked')}`,
     [key],
   );
   return loaded(rows);
 }
 
 /**
- * Loads a workflow by id, locking its row when `lock` is set (the verbs do, so they serialize with the reconciler).
+ * Reads the active workflow of a reconciler key without locking it: what the reconciler plans its next transitions
+ * from, writing them only while the revision it read is still current (see `flushWrites`).
+ *
+ * @example
+ * ```ts
+ * const snapshot = await readActiveWorkflow(ctx.sql, nodeId);
+ * ```
+ */
+export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
+  const { rows } = await sql.query<Raw>(
+    `${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`)}`,
+    [key],
+  );
+  return loaded(rows);
+}
+
+/**
+ * Loads a workflow by id, locking its row (and bumping its revision) when `lock` is set: the verbs do, so they
+ * serialize with the reconciler.
  *
  * @example
  * ```ts
@@ -176,9 +204,10 @@ export async function loadWorkflow(
   workflowId: string,
   options: { lock?: boolean } = {},
 ): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await sql.query<Raw>(`${SELECT_WORKFLOW} WHERE w.id = $1${options.lock ? ' FOR UPDATE OF w' : ''}`, [
-    workflowId,
-  ]);
+  const source = options.lock
+    ? `WITH locked AS (UPDATE workflows SET revision = revision + 1 WHERE id = $1 RETURNING *) ${selectWorkflowFrom('locked')}`
+    : `${selectWorkflowFrom('workflows')} WHERE w.id = $1`;
+  const { rows } = await sql.query<Raw>(source, [workflowId]);
   return loaded(rows);
 }
 
@@ -216,7 +245,8 @@ export type StepChange = Partial<
 >;
 
 /**
- * Writes a step's changed fields (and `updated_at`), and applies them to the record in memory.
+ * Writes a step's changed fields (and `updated_at`), and applies them to the record in memory. Through
+ * {@link StagedWrites} the write waits for the transition's one statement.
  *
  * @example
  * ```ts
@@ -224,6 +254,11 @@ export type StepChange = Partial<
  * ```
  */
 export async function updateStep(tx: SqlExecutor, step: StepRecord, change: StepChange, now: Date): Promise<void> {
+  if (tx instanceof StagedWrites) {
+    Object.assign(step, change);
+    tx.stageStep(step);
+    return;
+  }
   const sets: string[] = [];
   const params: unknown[] = [step.workflowId, step.stepId, now];
   for (const [field, value] of Object.entries(change)) {
@@ -241,7 +276,8 @@ export async function updateStep(tx: SqlExecutor, step: StepRecord, change: Step
 }
 
 /**
- * Writes a workflow's state (and optionally its error or cancel reason), and applies it in memory.
+ * Writes a workflow's state (and optionally its error or cancel reason), and applies it in memory. Through
+ * {@link StagedWrites} the write waits for the transition's one statement.
  *
  * @example
  * ```ts
@@ -254,6 +290,11 @@ export async function updateWorkflow(
   change: Partial<Pick<WorkflowRecord, 'state' | 'error' | 'startedAt' | 'finishedAt' | 'cancelReason'>>,
   now: Date,
 ): Promise<void> {
+  if (tx instanceof StagedWrites) {
+    Object.assign(workflow, change, { updatedAt: now });
+    tx.stageWorkflow(workflow);
+    return;
+  }
   const next = { ...workflow, ...change };
   await tx.query(
     `UPDATE workflows SET state = $2, error = $3::jsonb, started_at = $4, finished_at = $5, cancel_reason = $6,

@@ -30,6 +30,9 @@ export const workflows = pgTable(
     updatedAt: tstz('updated_at').notNull(),
     startedAt: tstz('started_at'),
     finishedAt: tstz('finished_at'),
+    // Bumped by every change to the workflow or its steps: the reconciler writes from what it last read only while
+    // the revision it read is still current (see engine/flush-writes.ts).
+    revision: bigint('revision', { mode: 'number' }).notNull().default(0),
   },
   (t) => [
     uniqueIndex('workflows_active_node_uq').on(t.nodeId).where(ACTIVE),

@@ -1,0 +1,106 @@
+import {
+  fencedError,
+  leaseFenceParams,
+  leaseFenceSql,
+  type ShardLease,
+  type SqlExecutor,
+  stagedEventsInsertSql,
+  stagedEventsParam,
+} from '@better-compute/core';
+import type { StagedWrites } from './staged-writes';
+
+/** What a flush without a transaction requires of the database: the revision it planned from, the lease, the labels. */
+export interface FlushGuard {
+  /** The workflow's revision the writes were planned from. */
+  revision: number;
+  /** The worker's shard lease; undefined outside a worker (tests driving a reconciler directly). */
+  lease: ShardLease | undefined;
+}
+
+// The step columns a transition may change, from the staged step's JSON (`->>` is SQL NULL for a JSON null).
+const STEP_SETS = `state = v->>'state', attempt = (v->>'attempt')::int, attempt_base = (v->>'attemptBase')::int,
+  command_id = v->>'commandId', deadline = (v->>'deadline')::timestamptz, started_at = (v->>'startedAt')::timestamptz,
+  first_started_at = (v->>'firstStartedAt')::timestamptz, finished_at = (v->>'finishedAt')::timestamptz,
+  result = NULLIF(v->'result', 'null'::jsonb), error = NULLIF(v->'error', 'null'::jsonb),
+  rejoin = NULLIF(v->'rejoin', 'null'::jsonb)`;
+
+function stepsParam(writes: StagedWrites): string {
+  return JSON.stringify(
+    [...writes.steps.values()].map((s) => ({
+      stepId: s.stepId,
+      state: s.state,
+      attempt: s.attempt,
+      attemptBase: s.attemptBase,
+      commandId: s.commandId,
+      deadline: s.deadline,
+      startedAt: s.startedAt,
+      firstStartedAt: s.firstStartedAt,
+      finishedAt: s.finishedAt,
+      result: s.result,
+      error: s.error,
+      rejoin: s.rejoin,
+    })),
+  );
+}
+
+/**
+ * Writes staged transitions in one statement: the workflow row (its revision bumped), every changed step, and the
+ * events in order. With a `guard` (no transaction around it) the statement writes only while the workflow's revision
+ * is still the one planned from, its node's labels are still those the plan read, and the worker still holds its shard
+ * lease (else INVALID_STATE `fenced`, as a fenced transaction would be); it returns the new revision, or undefined
+ * when the plan was stale and nothing was written. Inside a transaction that locked the workflow, pass no guard.
+ *
+ * @example
+ * ```ts
+ * const revision = await flushWrites(ctx.sql, staged, now, { revision: 7, lease: leaseOf(ctx.sql) });
+ * if (revision === undefined) snapshot = await readActiveWorkflow(ctx.sql, key);
+ * ```
+ */
+export async function flushWrites(
+  sql: SqlExecutor,
+  writes: StagedWrites,
+  now: Date,
+  guard: FlushGuard | undefined,
+): Promise<number | undefined> {
+  const w = writes.workflow;
+  const params: unknown[] = [w.id, now, stepsParam(writes), stagedEventsParam(writes.events)];
+  const param = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  const workflowSets = writes.workflowChanged
+    ? `, state = ${param(w.state)}, error = ${param(w.error === null ? null : JSON.stringify(w.error))}::jsonb,
+       started_at = ${param(w.startedAt)}::timestamptz, finished_at = ${param(w.finishedAt)}::timestamptz,
+       cancel_reason = ${param(w.cancelReason)}, updated_at = $2`
+    : '';
+  const conditions: string[] = [];
+  let fence = '';
+  if (guard) {
+    conditions.push(`revision = ${param(guard.revision)}`);
+    // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
+    if (w.node) {
+      conditions.push(
+        `EXISTS (SELECT 1 FROM nodes WHERE id = ${param(w.node.id)} AND labels = ${param(JSON.stringify(w.node.labels))}::jsonb)`,
+      );
+    }
+    if (guard.lease) {
+      fence = `fence AS (${leaseFenceSql(params.length + 1)}),`;
+      params.push(...leaseFenceParams(guard.lease));
+      conditions.push('EXISTS (SELECT 1 FROM fence)');
+    }
+  }
+  const { rows } = await sql.query<{ revision: number | null; held: boolean }>(
+    `WITH ${fence}
+     wf AS (UPDATE workflows SET revision = revision + 1${workflowSets}
+       WHERE id = $1${conditions.map((c) => ` AND ${c}`).join('')} RETURNING revision),
+     st AS (UPDATE workflow_steps s SET ${STEP_SETS}, updated_at = $2
+       FROM jsonb_array_elements($3::jsonb) v
+       WHERE s.workflow_id = $1 AND s.step_id = v->>'stepId' AND EXISTS (SELECT 1 FROM wf)),
+     ev AS (${stagedEventsInsertSql('$4', 'EXISTS (SELECT 1 FROM wf)')})
+     SELECT (SELECT revision FROM wf) AS revision, ${fence ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE'} AS held`,
+    params,
+  );
+  const row = rows[0];
+  if (guard?.lease && row && !row.held) throw fencedError(guard.lease);
+  return row?.revision === null || row?.revision === undefined ? undefined : Number(row.revision);
+}

@@ -523,9 +523,10 @@ describe('userdata.render in a workflow, with the pki wired', () => {
   it('returns the first run result when the worker died after recording it, minting nothing more', async () => {
     const id = await lab.start(renderProfile);
     const [tokens, secrets] = [await countRows(lab, 'pki_join_tokens'), await countRows(lab, 'pki_secrets')];
-    // Boundaries of the dying worker: 1 the expiry sweep, 2 starts the workflow, 3 marks main.1 running, then the
-    // step mints its token (4) and records its render (5); the worker dies after that commit, before settling.
-    const dying = await createCrashingLab(lab.db, lab.clock, 5, 'after-commit', labOptions());
+    // Boundaries of the dying worker: 1 claims the due items, 2 the expiry sweep, 3 requeues it, 4 starts the workflow
+    // and marks main.1 running, then the step mints its token (5) and records its render (6); the worker dies after
+    // that commit, before settling.
+    const dying = await createCrashingLab(lab.db, lab.clock, 6, 'after-commit', labOptions());
     expect(isWorkerCrashed(await rejectionOf(() => dying.compute.runDueWork()))).toBe(true);
     const { rows: recorded } = await lab.db.query<Record<string, string>>(
       'SELECT step_key, user_data_ref, join_token_id, kind FROM userdata_renders',

@@ -80,6 +80,29 @@ describe('crashingDatabase', () => {
     expect(crashing.crashed).toBe(true);
   });
 
+  it('counts a top-level statement that writes as a boundary of its own, and a plain read as none', async () => {
+    const counting = crashingDatabase(shared.db, undefined);
+    await counting.query('SELECT 1');
+    await counting.query("INSERT INTO crash_probe (key) VALUES ('a')");
+    await counting.transaction((tx) => write(tx, 'b'));
+    expect(counting.boundaries).toBe(2);
+  });
+
+  it.each([
+    { when: 'before-commit' as const, written: [] },
+    { when: 'after-commit' as const, written: ['a'] },
+  ])(
+    '$when at a lone statement: it runs only after the commit, and the worker is dead either way',
+    async ({ when, written }) => {
+      const crashing = crashingDatabase(shared.db, { at: 1, when });
+      const err = await rejection(crashing.query("INSERT INTO crash_probe (key) VALUES ('a')"));
+      expect(isWorkerCrashed(err)).toBe(true);
+      expect((err as WorkerCrashed).boundary).toBe(1);
+      expect(await probe()).toEqual(written);
+      await expectDead(crashing);
+    },
+  );
+
   it('a transaction handle handed out before the crash throws too', async () => {
     const crashing = crashingDatabase(shared.db, { at: 1, when: 'before-commit' });
     let handle: SqlExecutor | undefined;
@@ -132,7 +155,8 @@ describe('crashingDatabase', () => {
       await shared.compute(clock, [module], counting);
       const startup = counting.boundaries;
 
-      const crashing = crashingDatabase(shared.db, { at: startup + 1, when });
+      // The worker's claim of the item is a boundary (an autocommitted UPDATE); the reconciler's transaction is next.
+      const crashing = crashingDatabase(shared.db, { at: startup + 2, when });
       const crashingWorker = await shared.compute(clock, [module], crashing);
       const fresh = await shared.compute(clock, [module]);
       await fresh.runDueWork(); // the kernel's sweep, so the reconciler's transaction is the next boundary
@@ -140,7 +164,7 @@ describe('crashingDatabase', () => {
 
       const err = await rejection(crashingWorker.runDueWork());
       expect(err).toBeInstanceOf(WorkerCrashed);
-      expect((err as WorkerCrashed).boundary).toBe(startup + 1);
+      expect((err as WorkerCrashed).boundary).toBe(startup + 2);
       expect(await probe()).toEqual(afterCrash);
 
       expect(await fresh.runDueWork()).toBe(1);

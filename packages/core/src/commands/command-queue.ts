@@ -198,20 +198,21 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
     }
     const payload = await validateInput(kind.definition.payload, input.payload, ['payload']);
     assertJson(payload, ['payload'], 'INVALID_INPUT');
-    return tx.transaction(async (inner) => {
-      const node = await inner.query<{ tenant_id: string }>('SELECT tenant_id FROM nodes WHERE id = $1', [
-        input.nodeId,
-      ]);
-      const tenantId = node.rows[0]?.tenant_id;
-      if (tenantId === undefined) {
-        throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
-      }
-      const existing = await findByKey(inner, input.nodeId, input.key);
-      if (existing) return existing;
+    // One read finds the node's tenant and a command already under this key (find-before-create).
+    const { rows: found } = await tx.query<CommandRow & { node_tenant_id: string }>(
+      `SELECT n.tenant_id AS node_tenant_id, c.* FROM nodes n
+       LEFT JOIN commands c ON c.node_id = n.id AND c.key = $2 WHERE n.id = $1`,
+      [input.nodeId, input.key],
+    );
+    const row = found[0];
+    if (!row) throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
+    if (row.id !== null) return expireIfDue(tx, work, toCommand(row), clock.now());
+    const tenantId = row.node_tenant_id;
+    const create = async (sql: SqlExecutor): Promise<Command> => {
       const command: NewCommand & { tenantId: string } = { ...input, payload, tenantId };
-      for (const policy of policies) await policy(inner, command, kind.definition);
+      for (const policy of policies) await policy(sql, command, kind.definition);
       const now = clock.now();
-      const { rows } = await inner.query<CommandRow>(
+      const { rows } = await sql.query<CommandRow>(
         `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id, workflow_id,
            step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $14, $14)
@@ -235,10 +236,12 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       );
       if (rows[0]) return toCommand(rows[0]);
       // Another transaction created it between our lookup and our insert.
-      const raced = await findByKey(inner, input.nodeId, input.key);
+      const raced = await findByKey(sql, input.nodeId, input.key);
       if (!raced) throw new ComputeError('INTERNAL', 'command vanished while enqueueing');
       return raced;
-    });
+    };
+    // A policy may run statements of its own: in a savepoint, so one that fails leaves the caller's transaction usable.
+    return policies.length > 0 ? tx.transaction(create) : create(tx);
   }
 
   function agentMove(tx: SqlExecutor, ref: AgentCommandRef, to: CommandState, change: Change = {}) {

@@ -7,6 +7,7 @@ export {
   type ReadEventsInput,
   readEvents,
 } from './read-events';
+export { stagedEventsInsertSql, stagedEventsParam } from './staged-events';
 export {
   DEFAULT_EVENTS_POLL_MS,
   type EventHandler,
@@ -14,5 +15,4 @@ export {
   type SubscribeEventsOptions,
   subscribeEvents,
 } from './subscribe';
-export { stagedEventsInsertSql, stagedEventsParam } from './staged-events';
 export type { ComputeEvent, EventBus, NewEvent, StagedEvent } from './types';

@@ -1,8 +1,8 @@
 import { evaluateWhen, type SqlExecutor } from '@better-compute/core';
 import { checkAgentStep, sendAgentCommand } from './agent-step';
 import type { Decision, RunRequest } from './decision';
-import { requireTransaction } from './staged-writes';
 import { publishWorkflowEvent } from './events';
+import { requireTransaction } from './staged-writes';
 import { type EngineEnv, failStep, finishWorkflow, skipStep, startStep } from './transitions';
 import { type LoadedWorkflow, type StepRecord, updateWorkflow, type WorkflowRecord } from './workflow-rows';
 
@@ -73,10 +73,9 @@ async function handleInFlight(
 ): Promise<Decision> {
   const { workflow, steps } = loaded;
   if (step.runsOn !== 'control-plane') {
-    requireTransaction(tx);
     return step.state === 'running'
       ? sendAgentCommand(tx, env, workflow, steps, step, now)
-      : checkAgentStep(tx, env, workflow, steps, step, now);
+      : checkAgentStep(tx, env, workflow, steps, step, now, loaded.inFlightCommand);
   }
   if (step.deadline && now.getTime() >= step.deadline.getTime()) {
     await failStep(

@@ -3,6 +3,7 @@ import {
   ComputeError,
   currentAgentSession,
   isComputeError,
+  isTerminalCommandState,
   type Json,
   type SqlExecutor,
   validateInput,
@@ -13,7 +14,13 @@ import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';
 import { requireTransaction } from './staged-writes';
 import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
-import { type StepError, type StepRecord, updateStep, type WorkflowRecord } from './workflow-rows';
+import {
+  type InFlightCommand,
+  type StepError,
+  type StepRecord,
+  updateStep,
+  type WorkflowRecord,
+} from './workflow-rows';
 
 const ENDED_CODE = {
   failed: 'COMMAND_FAILED',
@@ -137,8 +144,26 @@ export async function sendAgentCommand(
 }
 
 /**
+ * Whether the command read with the workflow decides the step on its own: it is the step's, and either settled (a
+ * settled command never changes) or open with neither its `notAfter` nor the step's deadline reached (what
+ * `commands.get` would expire, or the step's timeout would cancel, is left to a transaction).
+ */
+function usable(known: InFlightCommand | undefined, step: StepRecord, now: Date): known is InFlightCommand {
+  if (!known || known.id !== step.commandId) return false;
+  if (isTerminalCommandState(known.state)) return true;
+  const deadline = step.deadline?.getTime() ?? now.getTime();
+  return now.getTime() <= known.notAfter.getTime() && now.getTime() < deadline;
+}
+
+async function readStepCommand(tx: SqlExecutor, env: EngineEnv, step: StepRecord) {
+  requireTransaction(tx);
+  return step.commandId ? env.ctx.commands.get(tx, step.commandId) : undefined;
+}
+
+/**
  * Looks at a waiting agent step: its command's outcome (or, for `await: 'rejoin'`, the agent back with a new boot id
- * or role), its deadline (TIMEOUT, cancelling the command; REJOIN_TIMEOUT for a rejoin), or waits again.
+ * or role), its deadline (TIMEOUT, cancelling the command; REJOIN_TIMEOUT for a rejoin), or waits again. `known` is the
+ * command as read with the workflow: when it decides the step, no transaction is needed.
  *
  * @example
  * ```ts
@@ -152,12 +177,13 @@ export async function checkAgentStep(
   steps: readonly StepRecord[],
   step: StepRecord,
   now: Date,
+  known?: InFlightCommand,
 ): Promise<Decision> {
-  requireTransaction(tx);
   const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const deadline = step.deadline ?? now;
   const overdue = now.getTime() >= deadline.getTime();
   if (step.awaitRejoin && step.rejoin) {
+    requireTransaction(tx);
     const session = await currentAgentSession(tx, step.rejoin.nodeId, { now });
     if (session && (session.bootId !== step.rejoin.bootId || session.role !== step.rejoin.role)) {
       await succeedStep(tx, env, workflow, step, { bootId: session.bootId, role: session.role }, now);
@@ -167,7 +193,7 @@ export async function checkAgentStep(
     await cancelStepCommand(tx, env, step, 'the agent did not rejoin before the step deadline');
     return fail({ code: 'REJOIN_TIMEOUT', message: 'the agent did not come back before the step deadline' });
   }
-  const command = step.commandId ? await env.ctx.commands.get(tx, step.commandId) : undefined;
+  const command = usable(known, step, now) ? known : await readStepCommand(tx, env, step);
   if (!command) return fail({ code: 'INTERNAL', message: 'the step command is missing' });
   if (command.state === 'succeeded') {
     await succeedStep(tx, env, workflow, step, decodeResult(command.result), now);

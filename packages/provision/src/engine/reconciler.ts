@@ -8,7 +8,7 @@ import { type RunOutcome, runControlPlaneStep } from './run-step';
 import { NeedsTransaction, StagedWrites } from './staged-writes';
 import type { StepRegistry } from './step-registry';
 import { type EngineEnv, failStep, succeedStep } from './transitions';
-import { type LoadedWorkflow, lockActiveWorkflow, readActiveWorkflow } from './workflow-rows';
+import { type LoadedWorkflow, readActiveWorkflow } from './workflow-rows';
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
@@ -62,17 +62,26 @@ async function plan(
   }
 }
 
-/** One transition in a transaction, with the workflow row locked: for what a plan cannot do on its own. */
-async function transitionInTransaction(env: EngineEnv, key: string) {
-  const { ctx } = env;
-  return ctx.sql.transaction(async (tx) => {
-    const loaded = await lockActiveWorkflow(tx, key);
-    if (!loaded) return { decision: { kind: 'idle' } as Decision, loaded };
-    const now = ctx.clock.now();
-    const staged = new StagedWrites(loaded.workflow, tx);
-    const decision = await advanceWorkflow(staged, env, loaded, now);
-    if (!staged.empty) loaded.workflow.revision = (await flushWrites(tx, staged, now, undefined)) as number;
-    return { decision, loaded };
+/**
+ * One transition in a transaction, for what a plan cannot do on its own. The planned writes go first, guarded like
+ * a plan's (with none, just the revision bump): either way the workflow row is locked from there, so the snapshot is
+ * current, and the transition runs on it. Undefined when the snapshot was stale: nothing was written.
+ */
+async function transitionInTransaction(
+  env: EngineEnv,
+  snapshot: LoadedWorkflow,
+  planned: StagedWrites,
+  now: Date,
+): Promise<Decision | undefined> {
+  return env.ctx.sql.transaction(async (tx) => {
+    // The transaction is fenced already (the worker's executor checks the lease when it begins).
+    const locked = await flushWrites(tx, planned, now, { revision: snapshot.workflow.revision, lease: undefined });
+    if (locked === undefined) return undefined;
+    snapshot.workflow.revision = locked;
+    const staged = new StagedWrites(snapshot.workflow, tx);
+    const decision = await advanceWorkflow(staged, env, snapshot, now);
+    if (!staged.empty) snapshot.workflow.revision = (await flushWrites(tx, staged, now, undefined)) as number;
+    return decision;
   });
 }
 
@@ -114,25 +123,31 @@ export function workflowReconciler(
       const now = ctx.clock.now();
       const staged = new StagedWrites(snapshot.workflow, undefined);
       const planned = await plan(staged, env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now);
-      if (!staged.empty) {
-        const guard = { revision: snapshot.workflow.revision, lease };
-        const revision = await flushWrites(ctx.sql, staged, now, guard);
-        if (revision === undefined) {
-          // Stale: something changed the workflow (a verb, the node's labels) since it was read. The ended run is
-          // settled against the workflow as it is now, or not at all if it no longer runs.
+      let decision: Decision | undefined;
+      if (planned.decision === 'needs-transaction') {
+        try {
+          decision = await transitionInTransaction(env, snapshot, staged, now);
+        } catch (error) {
           snapshot = undefined;
-          continue;
+          throw error;
         }
-        snapshot.workflow.revision = revision;
+      } else if (staged.empty) {
+        decision = planned.decision;
+      } else {
+        const revision = await flushWrites(ctx.sql, staged, now, { revision: snapshot.workflow.revision, lease });
+        if (revision !== undefined) snapshot.workflow.revision = revision;
+        decision = revision === undefined ? undefined : planned.decision;
+      }
+      if (decision === undefined) {
+        // Stale: something changed the workflow (a verb, the node's labels) since it was read. An ended run is
+        // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
+        // pass's budget, so a workflow changed without pause cannot hold the worker.
+        snapshot = undefined;
+        transitions += 1;
+        continue;
       }
       run = undefined;
       transitions += Math.max(1, planned.transitions);
-      let decision = planned.decision;
-      if (decision === 'needs-transaction') {
-        const done = await transitionInTransaction(env, key);
-        snapshot = done.loaded;
-        decision = done.decision;
-      }
       if (decision.kind === 'idle') return undefined;
       if (decision.kind === 'wait') return requeueAt(ctx, decision.until.getTime());
       if (decision.kind === 'run') {

@@ -1,4 +1,4 @@
-import type { ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
+import type { CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
@@ -131,10 +131,33 @@ function toWorkflow(r: Raw): WorkflowRecord {
   };
 }
 
-/** A workflow with all its steps in the order they run. */
+/** The command of a waiting agent step, as read with its workflow. */
+export interface InFlightCommand {
+  id: string;
+  kind: string;
+  state: CommandState;
+  reason: string | null;
+  result: Uint8Array | undefined;
+  notAfter: Date;
+}
+
+/** A workflow with all its steps in the order they run, and the command its waiting step sent (if any). */
 export interface LoadedWorkflow {
   workflow: WorkflowRecord;
   steps: StepRecord[];
+  inFlightCommand?: InFlightCommand;
+}
+
+function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefined {
+  if (!r) return undefined;
+  return {
+    id: r.id as string,
+    kind: r.kind as string,
+    state: r.state as CommandState,
+    reason: (r.reason as string | null) ?? null,
+    result: typeof r.result === 'string' ? Uint8Array.from(Buffer.from(r.result, 'base64')) : undefined,
+    notAfter: new Date(r.notAfter as string),
+  };
 }
 
 // One statement: the workflow row, its node's coordinates and labels, and every step in order. `source` is the
@@ -142,7 +165,11 @@ export interface LoadedWorkflow {
 const selectWorkflowFrom = (source: string) => `
 SELECT w.*, n.id IS NOT NULL AS node_exists, n.site_id AS node_site_id, n.pool_id AS node_pool_id,
   n.labels AS node_labels,
-  (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps
+  (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
+  (SELECT json_build_object('id', c.id, 'kind', c.kind, 'state', c.state, 'reason', c.reason,
+     'result', encode(c.result, 'base64'), 'notAfter', c.not_after)
+   FROM workflow_steps s JOIN commands c ON c.id = s.command_id
+   WHERE s.workflow_id = w.id AND s.state = 'waiting' LIMIT 1) AS in_flight_command
 FROM ${source} w LEFT JOIN nodes n ON n.id = w.node_id`;
 
 const ACTIVE_OF_KEY = `key = $1 AND state IN ${ACTIVE_STATES_SQL} ORDER BY created_at, id LIMIT 1`;
@@ -150,27 +177,12 @@ const ACTIVE_OF_KEY = `key = $1 AND state IN ${ACTIVE_STATES_SQL} ORDER BY creat
 function loaded(rows: Raw[]): LoadedWorkflow | undefined {
   const row = rows[0];
   if (!row) return undefined;
-  return { workflow: toWorkflow(row), steps: (row.steps as Raw[]).map(toStep) };
-}
-
-/**
- * Locks and loads the active workflow of a reconciler key (the node id, or the workflow id), if there is one. Locking
- * bumps the workflow's revision, so a reconciler writing from an earlier read of it finds that read stale.
- *
- * @example
- * ```ts
- * const current = await lockActiveWorkflow(tx, nodeId);
- * ```
- */
-export async function lockActiveWorkflow(tx: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await tx.query<Raw>(
-    `WITH locked AS (
-       UPDATE workflows SET revision = revision + 1
-       WHERE id = (SELECT id FROM workflows WHERE ${ACTIVE_OF_KEY} FOR UPDATE) RETURNING *)
-     ${selectWorkflowFrom('locked')}`,
-    [key],
-  );
-  return loaded(rows);
+  const inFlightCommand = toInFlightCommand(row.in_flight_command as Raw | null);
+  return {
+    workflow: toWorkflow(row),
+    steps: (row.steps as Raw[]).map(toStep),
+    ...(inFlightCommand ? { inFlightCommand } : {}),
+  };
 }
 
 /**
@@ -183,10 +195,9 @@ export async function lockActiveWorkflow(tx: SqlExecutor, key: string): Promise<
  * ```
  */
 export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await sql.query<Raw>(
-    `${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`)}`,
-    [key],
-  );
+  const { rows } = await sql.query<Raw>(`${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`)}`, [
+    key,
+  ]);
   return loaded(rows);
 }
 

@@ -5,6 +5,7 @@ import { eventScenarios } from './provision-engine/events';
 import { failureScenarios } from './provision-engine/failures';
 import { profileStoreScenarios } from './provision-engine/profile-store';
 import { startScenarios } from './provision-engine/start';
+import { transitionScenarios } from './provision-engine/transitions';
 import { verbScenarios } from './provision-engine/verbs';
 import { BACKENDS } from './support/databases';
 import { useEngineLab } from './support/use-engine-lab';
@@ -19,4 +20,5 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ create }) => {
   failureScenarios(getLab);
   verbScenarios(getLab);
   eventScenarios(getLab);
+  transitionScenarios(getLab);
 });

@@ -23,6 +23,7 @@ import { defineStep, type ProfileDefinition, provisionModule, storeProfile } fro
 import { insertNode, insertSite } from '@better-compute/testkit';
 import {
   type CountingDatabase,
+  commits,
   countingDatabase,
   type QueryCounts,
   roundTrips,
@@ -411,9 +412,11 @@ console.log(
     `server ${new URL(baseUrl).host}; ${new Date().toISOString()}\n`,
 );
 console.log(
-  '| backend | workers | workload | workflows ok | steps/s | transitions/s | reference TPS | transitions/s ÷ ref | round trips/step | statements/step | transactions/step | result→next p50 ms | p99 ms | samples | process CPU | machine CPU |',
+  '| backend | workers | workload | workflows ok | steps/s | transitions/s | commits/s | reference TPS | transitions/s ÷ ref | commits/s ÷ ref | round trips/step | statements/step | commits/step | result→next p50 ms | p99 ms | samples | process CPU | machine CPU |',
 );
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log(
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+);
 for (const { figures: f, reference } of rows) {
   const ok = `${f.settled.succeeded}${f.settled.timedOut ? ' (timed out)' : ''}`;
   const rate = (n: number) => (f.workload === 'probe' ? '—' : fmt(n / f.seconds, 0));
@@ -428,11 +431,13 @@ for (const { figures: f, reference } of rows) {
       ok,
       rate(f.steps),
       rate(f.transitions),
+      c ? rate(commits(c)) : '—',
       f.workload === 'probe' ? '—' : `${fmt(reference.tps, 0)} (${reference.name})`,
       f.workload === 'probe' ? '—' : fmt(f.transitions / f.seconds / reference.tps, 2),
+      c ? fmt(commits(c) / f.seconds / reference.tps, 2) : '—',
       c ? perStep(roundTrips(c), f.steps) : '—',
       c ? perStep(c.statements, f.steps) : '—',
-      c ? perStep(c.transactions, f.steps) : '—',
+      c ? perStep(commits(c), f.steps) : '—',
       latency ? fmt(percentile(f.latencies, 50), 0) : '—',
       latency ? fmt(percentile(f.latencies, 99), 0) : '—',
       latency ? f.latencies.length : '—',
@@ -450,7 +455,9 @@ console.log(
     'BEGIN and COMMIT of each transaction and SAVEPOINT and RELEASE of each nested one, counted on the database handle ' +
     'given to betterCompute (workers, claims, completions, heartbeats included; setup, the agents and the bench’s own ' +
     'polling excluded). Transitions: the workflow events published while the workers ran (workflow.started, ' +
-    'step.started, step.succeeded, workflow.succeeded); each is one committed engine transaction. Latency: a command’s ' +
+    'step.started, step.succeeded, workflow.succeeded), one per change of state of a workflow or a step; a step’s ' +
+    'settling and the next step’s start are written by one statement. Commits: top-level transactions plus statements ' +
+    'that commit on their own (everything but plain reads), workers’ claims and completions included. Latency: a command’s ' +
     'created_at (kernel clock = system clock, ms) minus the wall time right after the previous command’s ' +
     'completeCommand transaction committed. process CPU: this process (engine, agents, drivers; PGlite too) in % of ' +
     'one core; machine CPU: all cores busy, PostgreSQL included, in % of all.',

@@ -13,12 +13,19 @@ export interface QueryCounts {
   transactions: number;
   /** Nested `transaction()` calls: two more round trips each (SAVEPOINT, RELEASE). */
   savepoints: number;
+  /** Top-level statements other than plain reads: each commits on its own (counted in `statements` too). */
+  autocommits: number;
   /** Statements by their text (whitespace collapsed, cut at 100 characters), plus the BEGIN/COMMIT and savepoint pairs. */
   byText: Map<string, number>;
 }
 
 export const TRANSACTION_PAIR = 'BEGIN … COMMIT (2 per top-level transaction)';
 export const SAVEPOINT_PAIR = 'SAVEPOINT … RELEASE (2 per nested transaction)';
+
+/** Commits of a count: top-level transactions and statements that commit on their own. */
+export function commits(counts: Omit<QueryCounts, 'byText'>): number {
+  return counts.transactions + counts.autocommits;
+}
 
 /** Round trips of a count: statements, plus two per transaction and two per savepoint. */
 export function roundTrips(counts: Omit<QueryCounts, 'byText'>): number {
@@ -41,6 +48,7 @@ export function since(later: QueryCounts, earlier: QueryCounts): QueryCounts {
     statements: later.statements - earlier.statements,
     transactions: later.transactions - earlier.transactions,
     savepoints: later.savepoints - earlier.savepoints,
+    autocommits: later.autocommits - earlier.autocommits,
     byText,
   };
 }
@@ -60,7 +68,7 @@ function label(text: string): string {
  * still sees the same async context.
  */
 export function countingDatabase(db: SqlDatabase): CountingDatabase {
-  const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, byText: new Map() };
+  const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, autocommits: 0, byText: new Map() };
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
   const query = <R = Row>(target: SqlExecutor, text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
     counts.statements += 1;
@@ -80,7 +88,10 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       return db.backend;
     },
     counts,
-    query: (text, params) => query(db, text, params),
+    query: (text, params) => {
+      if (!/^\s*(SELECT|SHOW)\b/i.test(text)) counts.autocommits += 1;
+      return query(db, text, params);
+    },
     transaction: (fn) => {
       counts.transactions += 1;
       bump(TRANSACTION_PAIR, 2);

@@ -51,6 +51,8 @@ export interface LabRecord {
   /** `lab.hang` waits for its signal while this is true, and records that it saw the abort. */
   hangs: boolean;
   sawAbort: boolean;
+  /** What `lab.duringRun` does while it runs (a verb on its own workflow, say). */
+  duringRun: ((workflowId: string) => Promise<void>) | undefined;
 }
 
 export const lab: LabRecord = {
@@ -63,6 +65,7 @@ export const lab: LabRecord = {
   secret: 'hunter2',
   hangs: false,
   sawAbort: false,
+  duringRun: undefined,
 };
 
 function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
@@ -88,6 +91,35 @@ export const labSteps = [
     async run(input, ctx) {
       record('lab.noop', ctx);
       return { ok: true, tag: input.tag ?? null };
+    },
+  }),
+  defineStep({
+    // Sets a label on the node, as an inspection step does from what it found.
+    id: 'lab.label',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: manifest({ key: field.string(), value: field.string() }),
+    async run(input, ctx) {
+      record('lab.label', ctx);
+      await ctx.sql.query('UPDATE nodes SET labels = labels || jsonb_build_object($2::text, $3::text) WHERE id = $1', [
+        ctx.node?.id,
+        input.key,
+        input.value,
+      ]);
+      return { labelled: input.key };
+    },
+  }),
+  defineStep({
+    id: 'lab.duringRun',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.duringRun', ctx);
+      await lab.duringRun?.(ctx.workflowId);
+      return null;
     },
   }),
   defineStep({
@@ -371,6 +403,7 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
         waitMs: undefined,
         hangs: false,
         sawAbort: false,
+        duringRun: undefined,
       });
       state.siteId = await insertSite(db, {}, clock);
       state.nodeId = await insertNode(db, { siteId: state.siteId, labels: options.labels ?? {} }, clock);

@@ -52,7 +52,8 @@ describe.runIf(TEST_DATABASE_URL)('a worker process killed by SIGKILL (postgres)
       expect(whole.exit.code, whole.exit.stderr).toBe(0);
       expect(whole.outcome).toEqual(reference);
       const total = whole.exit.boundaries ?? 0;
-      expect(total).toBeGreaterThan(20);
+      // The sweep profile commits a dozen times (transactions and one-statement transitions); a sample of them is killed.
+      expect(total).toBeGreaterThan(10);
       const sample = [...new Set([1, Math.ceil(total / 3), Math.ceil((2 * total) / 3), total])];
       for (const at of sample) {
         for (const when of ['before-commit', 'after-commit'] as const) {

@@ -147,7 +147,6 @@ export function crashingDatabase(db: SqlDatabase, plan: CrashPlan | undefined): 
       alive();
       if (!commitsOnItsOwn(text)) return db.query<R>(text, params);
       boundaries += 1;
-      if (process.env.DEBUG_BOUNDARIES) console.log('BOUNDARY', boundaries, text.slice(0, 80).replace(/\s+/g, ' '));
       const boundary = boundaries;
       if (plan === undefined || boundary !== plan.at) return db.query<R>(text, params);
       // Before the commit of a statement that is its own transaction: it never ran.
@@ -163,7 +162,6 @@ export function crashingDatabase(db: SqlDatabase, plan: CrashPlan | undefined): 
     async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
       alive();
       boundaries += 1;
-      if (process.env.DEBUG_BOUNDARIES) console.log('BOUNDARY', boundaries, 'transaction');
       const boundary = boundaries;
       if (plan === undefined || boundary !== plan.at) {
         return db.transaction((tx) => {

@@ -1,4 +1,5 @@
 import type { QueryResult, Row, SqlDatabase, SqlExecutor } from '@better-compute/core';
+import { commitsOnItsOwn } from '@better-compute/testkit';
 
 /**
  * What a {@link countingDatabase} has seen. A round trip is one message exchange between the client and the server
@@ -89,7 +90,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     },
     counts,
     query: (text, params) => {
-      if (!/^\s*(SELECT|SHOW)\b/i.test(text)) counts.autocommits += 1;
+      if (commitsOnItsOwn(text)) counts.autocommits += 1;
       return query(db, text, params);
     },
     transaction: (fn) => {

@@ -61,8 +61,17 @@ export function isWorkerCrashed(value: unknown): value is WorkerCrashed {
   return value instanceof WorkerCrashed || (value instanceof Error && value.name === 'WorkerCrashed');
 }
 
-// A top-level statement that may write commits on its own: it is a transaction boundary too. Plain reads are not.
-function commitsOnItsOwn(text: string): boolean {
+/**
+ * Whether a statement sent outside a transaction commits on its own: anything but a plain read (`SELECT`, `SHOW`,
+ * `LISTEN`, `UNLISTEN`). {@link crashingDatabase} counts such a statement as a transaction boundary.
+ *
+ * @example
+ * ```ts
+ * commitsOnItsOwn('UPDATE work_items SET …'); // true
+ * commitsOnItsOwn('SELECT 1'); // false
+ * ```
+ */
+export function commitsOnItsOwn(text: string): boolean {
   return !/^\s*(SELECT|SHOW|LISTEN|UNLISTEN)\b/i.test(text);
 }
 

@@ -1,4 +1,11 @@
-export { type CrashingDatabase, type CrashPlan, crashingDatabase, isWorkerCrashed, WorkerCrashed } from './crash';
+export {
+  type CrashingDatabase,
+  type CrashPlan,
+  commitsOnItsOwn,
+  crashingDatabase,
+  isWorkerCrashed,
+  WorkerCrashed,
+} from './crash';
 export {
   type AgentBehavior,
   type AgentResponder,

@@ -8,8 +8,9 @@ import {
   stagedEventsParam,
 } from '@better-compute/core';
 import type { StagedWrites } from './staged-writes';
+import { STEP_CHANGE_FIELDS } from './workflow-rows';
 
-/** What a flush without a transaction requires of the database: the revision it planned from, the lease, the labels. */
+/** What a guarded flush checks besides the node's labels (which come with the workflow): the revision and the lease. */
 export interface FlushGuard {
   /** The workflow's revision the writes were planned from. */
   revision: number;
@@ -26,20 +27,9 @@ const STEP_SETS = `state = v->>'state', attempt = (v->>'attempt')::int, attempt_
 
 function stepsParam(writes: StagedWrites): string {
   return JSON.stringify(
-    [...writes.steps.values()].map((s) => ({
-      stepId: s.stepId,
-      state: s.state,
-      attempt: s.attempt,
-      attemptBase: s.attemptBase,
-      commandId: s.commandId,
-      deadline: s.deadline,
-      startedAt: s.startedAt,
-      firstStartedAt: s.firstStartedAt,
-      finishedAt: s.finishedAt,
-      result: s.result,
-      error: s.error,
-      rejoin: s.rejoin,
-    })),
+    [...writes.steps.values()].map((step) =>
+      Object.fromEntries([['stepId', step.stepId], ...STEP_CHANGE_FIELDS.map((field) => [field, step[field]])]),
+    ),
   );
 }
 

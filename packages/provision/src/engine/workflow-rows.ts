@@ -195,9 +195,7 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
  * ```
  */
 export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await sql.query<Raw>(`${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`)}`, [
-    key,
-  ]);
+  const { rows } = await sql.query<Raw>(selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`), [key]);
   return loaded(rows);
 }
 
@@ -236,6 +234,9 @@ const STEP_COLUMNS: Record<string, string> = {
   rejoin: 'rejoin',
 };
 const JSON_COLUMNS = new Set(['result', 'error', 'rejoin']);
+
+/** The step fields a transition may change (the keys of {@link StepChange}), as `flushWrites` writes them. */
+export const STEP_CHANGE_FIELDS = Object.keys(STEP_COLUMNS) as (keyof StepChange)[];
 
 /** The step fields a transition may change. */
 export type StepChange = Partial<

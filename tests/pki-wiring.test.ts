@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, ComputeError, type ComputeModule, manifest } from 'better-compute/core';
 import { createPgliteDatabase } from 'better-compute/core/pglite';
 import { batchSigningBytes, generateSigningKeyPair, pki, signToBase64Url } from 'better-compute/pki';
+import { defineStep, getWorkflow, provisionModule, storeProfile } from 'better-compute/provision';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // The PKI wired into betterCompute as steps-and-profiles.md describes: ctx.pki, ctx.secrets, and the quorum policy on
@@ -12,6 +13,14 @@ let security: ReturnType<typeof pki>;
 let seen: { tokenId?: string; ref?: string } = {};
 
 const wipe = { name: 'acme.wipe', payload: manifest({}), destructive: true };
+const wipeStep = defineStep({
+  id: 'acme.wipe',
+  runsOn: 'node',
+  command: 'acme.wipe',
+  timeout: '10m',
+  retrySafe: false,
+  input: manifest({}),
+});
 
 beforeAll(async () => {
   const database = await createPgliteDatabase();
@@ -33,7 +42,7 @@ beforeAll(async () => {
   };
   compute = await betterCompute({
     database,
-    modules: [security.module, probe],
+    modules: [security.module, probe, provisionModule({ steps: [wipeStep] })],
     pki: security.port(),
     secrets: security.secrets(database),
   });
@@ -85,5 +94,27 @@ describe('the pki wired into betterCompute', () => {
       }),
     );
     expect(command).toMatchObject({ state: 'pending', batchId: batch.id });
+  });
+
+  it('puts the commands the workflow engine sends through the quorum too', async () => {
+    const workflowId = await compute.database.transaction(async (tx) => {
+      const profile = { id: 'acme-wipe', version: 1, target: 'metal', steps: [{ use: 'acme.wipe' }] } as const;
+      await storeProfile(tx, { tenantId: 'root', profile }, new Date());
+      const started = await compute.context.workflows?.start(tx, {
+        tenantId: 'root',
+        profileId: 'acme-wipe',
+        profileVersion: 1,
+        nodeId: 'node_a',
+      });
+      return started?.id as string;
+    });
+    await compute.runDueWork();
+    const workflow = await getWorkflow(compute.database, { workflowId });
+    expect(workflow.steps[0]).toMatchObject({
+      state: 'failed',
+      error: { code: 'INVALID_STATE', reason: 'batch-required' },
+    });
+    const { rows } = await compute.database.query('SELECT 1 FROM commands WHERE workflow_id = $1', [workflowId]);
+    expect(rows).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
-import { ENGINE_DEFAULTS } from 'better-compute/provision';
+import { ENGINE_DEFAULTS, pauseWorkflow, resumeWorkflow } from 'better-compute/provision';
 import { expect, it } from 'vitest';
-import { type EngineLab, stepStates } from '../support/engine-lab';
+import { type EngineLab, lab as record, stepStates } from '../support/engine-lab';
 
 interface CommandRow {
   id: string;
@@ -45,6 +45,46 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     expect(command?.not_after.getTime()).toBe(startedAt + 5 * 60_000);
     const wf = await lab.workflow(id);
     expect(wf.steps[0]).toMatchObject({ state: 'succeeded', result: { pong: 1 }, commandId: command?.id });
+  });
+
+  it('adopts a command already under the step key instead of sending a second one', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'succeed', result: { pong: 2 } });
+    const id = await lab.start({ id: 'lab-adopt', steps: [{ use: 'lab.ping' }] });
+    // Sent before the engine looked (by an earlier run of this step, say): the engine must find it, not add another.
+    const existing = await lab.db.transaction((tx) =>
+      lab.compute.context.commands.enqueue(tx, {
+        nodeId: lab.nodeId,
+        kind: 'lab.ping',
+        payload: { n: 1 },
+        key: `wf:${id}:main.1`,
+        notAfter: new Date(lab.clock.now().getTime() + 60_000),
+        workflowId: id,
+        stepId: 'main.1',
+        wake: { kind: 'workflow', key: lab.nodeId },
+      }),
+    );
+    await lab.settle();
+    expect((await commands(lab)).map((c) => [c.id, c.state])).toEqual([[existing.id, 'succeeded']]);
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('succeeded');
+    expect(wf.steps[0]).toMatchObject({ state: 'succeeded', result: { pong: 2 }, commandId: existing.id });
+  });
+
+  it('sends no command for a transition a verb made stale, and sends it once the workflow resumes', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'succeed' });
+    record.duringRun = async (workflowId) => {
+      await pauseWorkflow(lab.compute.context, { workflowId });
+    };
+    const id = await lab.start({ id: 'lab-stale-send', steps: [{ use: 'lab.duringRun' }, { use: 'lab.ping' }] });
+    await lab.settle();
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:succeeded', 'main.2:pending']);
+    expect(await commands(lab)).toEqual([]);
+    await resumeWorkflow(lab.compute.context, { workflowId: id });
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    expect((await commands(lab)).map((c) => [c.key, c.state])).toEqual([[`wf:${id}:main.2`, 'succeeded']]);
   });
 
   it('looks at a waiting agent step again after workflowPollMs, and at once when its command settles', async () => {

@@ -188,7 +188,8 @@ export function createInMemoryCommandQueue(options: InMemoryCommandQueueOptions)
     if (change.result !== undefined) next.result = Uint8Array.from(change.result);
     if (change.attested !== undefined) next.attested = structuredClone(change.attested);
     // The wake first: if it cannot be queued, the command stays as it was (as the kernel's savepoint would).
-    if (terminal && next.wake && work) await work.enqueue(tx, { kind: next.wake.kind, key: next.wake.key });
+    if (terminal && next.wake && work)
+      await work.enqueue(tx, { kind: next.wake.kind, key: next.wake.key, urgent: true });
     byId.set(current.id, next);
     return next;
   }

@@ -1,4 +1,11 @@
-import { type Clock, ComputeError, type SqlExecutor, type WorkQueue, type WorkRequest } from '@better-compute/core';
+import {
+  type Clock,
+  ComputeError,
+  type SqlExecutor,
+  URGENT_LEAD_MS,
+  type WorkQueue,
+  type WorkRequest,
+} from '@better-compute/core';
 
 /**
  * One queued item of an {@link InMemoryWorkQueue}.
@@ -12,6 +19,8 @@ export interface InMemoryWorkItem {
   kind: string;
   key: string;
   notBefore: Date;
+  /** Present (true) only when an enqueue asked for it. */
+  urgent?: true;
 }
 
 /**
@@ -25,7 +34,10 @@ export interface InMemoryWorkItem {
  * ```
  */
 export interface InMemoryWorkQueue extends WorkQueue {
-  /** Every queued item, earliest `notBefore` first (then kind, then key); copies, so changing them changes nothing. */
+  /**
+   * Every queued item in claim order, as the kernel's queue claims them: earliest `notBefore` first, an urgent item as
+   * if due `URGENT_LEAD_MS` earlier (then kind, then key); copies, so changing them changes nothing.
+   */
   items(): InMemoryWorkItem[];
   /** Removes and returns the items due at `now` (default the clock's now), in the order of {@link items}. */
   takeDue(now?: Date): InMemoryWorkItem[];
@@ -53,8 +65,12 @@ function requireDate(value: unknown, path: string): Date {
   return value;
 }
 
+function claimOrder(item: InMemoryWorkItem): number {
+  return item.notBefore.getTime() - (item.urgent ? URGENT_LEAD_MS : 0);
+}
+
 function compare(a: InMemoryWorkItem, b: InMemoryWorkItem): number {
-  const byTime = a.notBefore.getTime() - b.notBefore.getTime();
+  const byTime = claimOrder(a) - claimOrder(b);
   if (byTime !== 0) return byTime;
   if (a.kind !== b.kind) return a.kind < b.kind ? -1 : 1;
   if (a.key !== b.key) return a.key < b.key ? -1 : 1;
@@ -63,8 +79,9 @@ function compare(a: InMemoryWorkItem, b: InMemoryWorkItem): number {
 
 /**
  * Makes an {@link InMemoryWorkQueue}: one entry per `(kind, key)` keeping the earliest `notBefore` (the clock's now
- * when omitted), with the kernel's input checks (kind and key non-empty strings of at most 512 characters, `notBefore`
- * a valid Date; otherwise INVALID_INPUT with `details.path`).
+ * when omitted) and `urgent` once any enqueue asked for it, with the kernel's input checks (kind and key non-empty
+ * strings of at most 512 characters, `notBefore` a valid Date, `urgent` a boolean; otherwise INVALID_INPUT with
+ * `details.path`).
  *
  * It ignores the transaction it is given: an enqueue is recorded at once and nothing rolls it back when that
  * transaction does. Use it for unit tests of one step or reconciler; use the kernel's queue (a real `betterCompute`)
@@ -94,9 +111,16 @@ export function createInMemoryWorkQueue(clock: Clock): InMemoryWorkQueue {
       const notBefore = new Date(
         request.notBefore === undefined ? clock.now() : requireDate(request.notBefore, 'notBefore'),
       );
+      if (request.urgent !== undefined && typeof request.urgent !== 'boolean') {
+        throw new ComputeError('INVALID_INPUT', 'work urgent must be a boolean', { details: { path: ['urgent'] } });
+      }
       const existing = queued.get(id(kind, key));
-      if (existing && existing.notBefore.getTime() <= notBefore.getTime()) return;
-      queued.set(id(kind, key), { kind, key, notBefore });
+      const earliest = existing && existing.notBefore.getTime() <= notBefore.getTime() ? existing.notBefore : notBefore;
+      const urgent = existing?.urgent === true || request.urgent === true;
+      queued.set(
+        id(kind, key),
+        urgent ? { kind, key, notBefore: earliest, urgent } : { kind, key, notBefore: earliest },
+      );
     },
     items: () => sorted().map(copy),
     takeDue(now?: Date): InMemoryWorkItem[] {

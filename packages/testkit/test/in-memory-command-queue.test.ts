@@ -177,7 +177,7 @@ describe('createInMemoryCommandQueue: settling', () => {
     const done = await commands.succeed(command.id, { result: { ok: true }, attested: { sig: 'x' } });
     expect(done).toMatchObject({ state: 'succeeded', attested: { sig: 'x' }, dispatchedAt: clock.now() });
     expect(decodeJsonResult(done.result as Uint8Array)).toEqual({ ok: true });
-    expect(work.takeDue()).toEqual([{ kind: 'workflow', key: 'node_1', notBefore: clock.now() }]);
+    expect(work.takeDue()).toEqual([{ kind: 'workflow', key: 'node_1', notBefore: clock.now(), urgent: true }]);
   });
 
   it('succeed keeps bytes as they are', async () => {

@@ -1,4 +1,4 @@
-import { addMs, ComputeError, type SqlExecutor } from '@better-compute/core';
+import { addMs, ComputeError, type SqlExecutor, URGENT_LEAD_MS } from '@better-compute/core';
 import { describe, expect, it } from 'vitest';
 import { createFakeClock, createInMemoryWorkQueue } from '../src';
 import { rejection } from './support/harness';
@@ -44,6 +44,21 @@ describe('createInMemoryWorkQueue', () => {
     expect(work.items().map((item) => item.key)).toEqual(['early', 'late']);
   });
 
+  it('lists an urgent item as the kernel claims it: ahead of routine items due less than URGENT_LEAD_MS before', async () => {
+    const clock = createFakeClock();
+    const work = createInMemoryWorkQueue(clock);
+    await work.enqueue(tx, { kind: 'k', key: 'old', notBefore: addMs(clock.now(), -URGENT_LEAD_MS - 1) });
+    await work.enqueue(tx, { kind: 'k', key: 'recent', notBefore: addMs(clock.now(), -URGENT_LEAD_MS + 1) });
+    await work.enqueue(tx, { kind: 'k', key: 'result', urgent: true });
+    // A later routine enqueue of the same item keeps it urgent.
+    await work.enqueue(tx, { kind: 'k', key: 'result', notBefore: addMs(clock.now(), 5) });
+    expect(work.takeDue().map((item) => [item.key, item.urgent ?? false])).toEqual([
+      ['old', false],
+      ['result', true],
+      ['recent', false],
+    ]);
+  });
+
   it('takeDue removes and returns only the items due now', async () => {
     const clock = createFakeClock();
     const work = createInMemoryWorkQueue(clock);
@@ -79,6 +94,7 @@ describe('createInMemoryWorkQueue', () => {
       [{ kind: 'k', key: 7 }, 'key'],
       [{ kind: 'k', key: 'a', notBefore: new Date(Number.NaN) }, 'notBefore'],
       [{ kind: 'k', key: 'a', notBefore: '2026-03-01' }, 'notBefore'],
+      [{ kind: 'k', key: 'a', urgent: 1 }, 'urgent'],
     ];
     for (const [request, path] of cases) {
       const err = await rejection(work.enqueue(tx, request as never));

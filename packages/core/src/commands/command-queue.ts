@@ -8,6 +8,7 @@ import type { SqlExecutor } from '../sql/executor';
 import type { WorkQueue } from '../work/types';
 import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
 import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
+import type { StagedCommand } from './staged-command';
 import {
   assertCommandTransition,
   canTransitionCommand,
@@ -17,6 +18,7 @@ import {
 import type {
   AgentCommandRef,
   Command,
+  CommandKindEntry,
   CommandKindRegistry,
   CommandPolicy,
   CommandState,
@@ -85,7 +87,7 @@ async function applyMove(
   const row = rows[0];
   if (!row) throw notFound(commandId);
   const moved = toCommand(row);
-  if (terminal && moved.wake) await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key });
+  if (terminal && moved.wake) await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
   return moved;
 }
 
@@ -188,7 +190,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
     return command ? expireIfDue(sql, work, command, clock.now()) : undefined;
   }
 
-  async function enqueue(tx: SqlExecutor, input: NewCommand): Promise<Command> {
+  // The checks enqueue and stage share: the command's shape, a registered kind, the payload against its manifest.
+  async function checked(input: NewCommand): Promise<{ kind: CommandKindEntry; payload: Json }> {
     checkNewCommand(input, clock);
     const kind = kinds.get(input.kind);
     if (!kind) {
@@ -198,6 +201,29 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
     }
     const payload = await validateInput(kind.definition.payload, input.payload, ['payload']);
     assertJson(payload, ['payload'], 'INVALID_INPUT');
+    return { kind, payload: payload as Json };
+  }
+
+  async function stage(input: NewCommand): Promise<StagedCommand | undefined> {
+    const { payload } = await checked(input);
+    if (policies.length > 0) return undefined;
+    const optional = (['batchId', 'workflowId', 'stepId', 'targetNodeId'] as const).filter(
+      (field) => input[field] !== undefined,
+    );
+    return {
+      id: newId('cmd'),
+      nodeId: input.nodeId,
+      kind: input.kind,
+      payload,
+      key: input.key,
+      notAfter: input.notAfter,
+      ...Object.fromEntries(optional.map((field) => [field, input[field]])),
+      ...(input.wake ? { wake: { kind: input.wake.kind, key: input.wake.key } } : {}),
+    };
+  }
+
+  async function enqueue(tx: SqlExecutor, input: NewCommand): Promise<Command> {
+    const { kind, payload } = await checked(input);
     // One read finds the node's tenant and a command already under this key (find-before-create).
     const { rows: found } = await tx.query<CommandRow & { node_tenant_id: string }>(
       `SELECT n.tenant_id AS node_tenant_id, c.* FROM nodes n
@@ -255,6 +281,7 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
 
   return {
     enqueue,
+    stage,
     findByKey,
     get,
     cancel: (tx, id, reason) => move(tx, work, id, 'cancelled', clock.now(), { reason: reasonOf(reason) }),

@@ -1,6 +1,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
+import type { StagedCommand } from './staged-command';
 
 /** Command states. `pending → dispatched → acked → running → succeeded | failed`; also rejected, expired, cancelled. */
 export type CommandState =
@@ -82,6 +83,13 @@ export interface NewCommand {
  */
 export interface CommandQueue {
   enqueue(tx: SqlExecutor, command: NewCommand): Promise<Command>;
+  /**
+   * Checks a new command as `enqueue` does (the same errors), without the database, and gives it its id, for a caller
+   * that writes it with `stagedCommandInsertSql` in its own statement. Undefined when command policies are installed:
+   * they run in the transaction, so such a command goes through `enqueue`. The kernel's queue has it; a test double
+   * may leave it out, and callers then use `enqueue`.
+   */
+  stage?(command: NewCommand): Promise<StagedCommand | undefined>;
   get(sql: SqlExecutor, id: string): Promise<Command | undefined>;
   findByKey(sql: SqlExecutor, nodeId: string, key: string): Promise<Command | undefined>;
   cancel(tx: SqlExecutor, id: string, reason: string): Promise<Command>;

@@ -1,4 +1,4 @@
-import { bigint, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import { tstz } from './columns';
 
 /** The work queue: one row per (kind, key), due at `not_before`, processed by the worker holding its shard. */
@@ -16,6 +16,9 @@ export const workItems = pgTable(
     // already past, so without this a future enqueue during processing would be indistinguishable from a due one.
     enqueuedNotBefore: tstz('enqueued_not_before'),
     attempts: integer('attempts').notNull().default(0),
+    // Claimed ahead of routine items (ordered as if due URGENT_LEAD_MS earlier); cleared by the claim, so only an
+    // urgent enqueue since then makes the next pass urgent.
+    urgent: boolean('urgent').notNull().default(false),
     lastError: text('last_error'),
     claimedBy: text('claimed_by'),
     claimedAt: tstz('claimed_at'),

@@ -14,6 +14,7 @@ export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {
   type BackoffOptions,
   type ReconcileResult,
+  URGENT_LEAD_MS,
   WORK_CHANNEL,
   type WorkItemReport,
   type WorkOutcome,

@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../sql/executor';
+import { URGENT_LEAD_MS } from './types';
 
 /** A work item as claimed: what finishing it needs to know. */
 export interface ClaimedItem {
@@ -34,10 +35,11 @@ interface ItemRow {
   seq: number;
   attempts: number;
   not_before: Date;
+  claim_order: Date;
 }
 
 /**
- * Claims due items, due first, skipping rows another transaction holds (`FOR UPDATE SKIP LOCKED`), at most one per
+ * Claims due items, due first (an urgent item as if due {@link URGENT_LEAD_MS} earlier), skipping rows another transaction holds (`FOR UPDATE SKIP LOCKED`), at most one per
  * key. A claim does not exclude anyone: only the shard's owner claims, and it may take over an item claimed by a dead
  * or fenced worker at once. It resets `enqueued_not_before`, so finishing sees only enqueues made after the claim.
  *
@@ -60,24 +62,30 @@ export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promi
   const distinct = filter.distinctKeys ?? true;
   // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
-  // not chosen are free again when the statement ends.
+  // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier.
   const { rows } = await db.query<ItemRow>(
     `WITH candidates AS (
-       SELECT w.kind, w.key, w.not_before FROM work_items w WHERE ${where}
-       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+       SELECT w.kind, w.key, ${CLAIM_ORDER} AS claim_order FROM work_items w WHERE ${where}
+       ORDER BY claim_order, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
      ), ranked AS (
-       SELECT kind, key, not_before,
-         ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY not_before, kind)' : '1'} AS nth
+       SELECT kind, key, claim_order,
+         ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY claim_order, kind)' : '1'} AS nth
        FROM candidates
      ), chosen AS (
-       SELECT kind, key FROM ranked WHERE nth = 1 ORDER BY not_before, kind, key LIMIT $4
+       SELECT kind, key, claim_order FROM ranked WHERE nth = 1 ORDER BY claim_order, kind, key LIMIT $4
      )
-     UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL
+     UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
      FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
-     RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before`,
+     RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order`,
     params,
   );
   return rows
+    .sort(
+      (a, b) =>
+        new Date(a.claim_order).getTime() - new Date(b.claim_order).getTime() ||
+        cmp(a.kind, b.kind) ||
+        cmp(a.key, b.key),
+    )
     .map((r) => ({
       kind: r.kind,
       key: r.key,
@@ -85,9 +93,10 @@ export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promi
       seq: r.seq,
       attempts: r.attempts,
       notBefore: r.not_before,
-    }))
-    .sort((a, b) => a.notBefore.getTime() - b.notBefore.getTime() || cmp(a.kind, b.kind) || cmp(a.key, b.key));
+    }));
 }
+
+const CLAIM_ORDER = `CASE WHEN w.urgent THEN w.not_before - interval '${URGENT_LEAD_MS} milliseconds' ELSE w.not_before END`;
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

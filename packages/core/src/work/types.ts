@@ -5,7 +5,24 @@ export interface WorkRequest {
   kind: string;
   key: string;
   notBefore?: Date;
+  /**
+   * Claim it ahead of routine work: once due, an urgent item is ordered as if it had become due
+   * {@link URGENT_LEAD_MS} earlier. For wakes that something is waiting on (a command's result, an operator's verb),
+   * so a backlog of routine items (a burst of starts, polls) does not delay them; nothing routine waits more than
+   * that lead longer than it would have. Sticky until the item is next claimed. Default false.
+   */
+  urgent?: boolean;
 }
+
+/**
+ * How far ahead of routine work an urgent item is claimed: it is ordered as if due this much earlier.
+ *
+ * @example
+ * ```ts
+ * await ctx.work.enqueue(tx, { kind: 'workflow', key: nodeId, urgent: true }); // ahead of items due < 10 s before it
+ * ```
+ */
+export const URGENT_LEAD_MS = 10_000;
 
 /**
  * The work queue port: one row per `(kind, key)`, keeping the earliest `notBefore`. Enqueue inside the transaction of

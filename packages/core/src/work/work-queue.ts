@@ -17,11 +17,12 @@ export interface WorkQueueOptions {
 // so a worker is never woken for work it cannot see yet.
 const ENQUEUE_SQL = `
 WITH upserted AS (
-  INSERT INTO work_items AS w (kind, key, shard, not_before, seq, attempts, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, 1, 0, $5, $5)
+  INSERT INTO work_items AS w (kind, key, shard, not_before, seq, attempts, urgent, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, 1, 0, $6, $5, $5)
   ON CONFLICT (kind, key) DO UPDATE SET
     not_before = LEAST(w.not_before, EXCLUDED.not_before),
     enqueued_not_before = LEAST(w.enqueued_not_before, EXCLUDED.not_before),
+    urgent = w.urgent OR EXCLUDED.urgent,
     seq = w.seq + 1,
     updated_at = EXCLUDED.updated_at
   RETURNING w.shard
@@ -52,10 +53,19 @@ function requireDate(value: unknown): Date {
   return value;
 }
 
+function requireUrgent(value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new ComputeError('INVALID_INPUT', 'work urgent must be a boolean', { details: { path: ['urgent'] } });
+  }
+  return value;
+}
+
 /**
  * The work queue. `enqueue(tx, { kind, key, notBefore? })` upserts one row per `(kind, key)`, keeping the earliest
  * `notBefore` (the Clock's now when omitted), in one statement inside the caller's transaction. An enqueue that
- * arrives while the item is being processed is never lost: the item stays due after the reconciler finishes.
+ * arrives while the item is being processed is never lost: the item stays due after the reconciler finishes. `urgent`
+ * items are claimed ahead of routine ones due up to {@link URGENT_LEAD_MS} before them.
  *
  * @example
  * ```ts
@@ -78,7 +88,8 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
       const key = requireText(request.key, 'key');
       const now = clock.now();
       const notBefore = request.notBefore === undefined ? now : requireDate(request.notBefore);
-      await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now]);
+      const urgent = requireUrgent(request.urgent);
+      await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now, urgent]);
     },
   };
 }

@@ -6,11 +6,14 @@ import {
   createCommandKindRegistry,
   createCommandQueue,
   type KernelCommandQueue,
+  type StagedCommand,
+  stagedCommandInsertSql,
+  stagedCommandParam,
 } from '../../src/commands';
 import { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';
 import { field, manifest } from '../../src/manifest';
-import type { SqlExecutor } from '../../src/sql';
+import { isSqlError, type SqlExecutor } from '../../src/sql';
 import type { WorkQueue } from '../../src/work';
 import type { ScratchDatabase } from '../support/databases';
 import { manualClock, migrateCore } from '../support/kernel';
@@ -20,7 +23,9 @@ export { manualClock };
 /** Applies the kernel migrations and creates the table the recording work queue writes to. */
 export async function prepareKernel(db: SqlExecutor, clock: Clock): Promise<void> {
   await migrateCore(db, clock);
-  await db.query('CREATE TABLE test_wakes (seq serial PRIMARY KEY, kind text NOT NULL, key text NOT NULL)');
+  await db.query(
+    'CREATE TABLE test_wakes (seq serial PRIMARY KEY, kind text NOT NULL, key text NOT NULL, urgent boolean NOT NULL)',
+  );
 }
 
 /** Empties every table these suites touch and inserts the tenants `acme` and `globex`. */
@@ -49,7 +54,11 @@ export async function insertNode(
 /** A WorkQueue that records wake-ups in a table, so they commit and roll back with the transaction. */
 export const recordingWork: WorkQueue = {
   async enqueue(tx, request) {
-    await tx.query('INSERT INTO test_wakes (kind, key) VALUES ($1, $2)', [request.kind, request.key]);
+    await tx.query('INSERT INTO test_wakes (kind, key, urgent) VALUES ($1, $2, $3)', [
+      request.kind,
+      request.key,
+      request.urgent === true,
+    ]);
   },
 };
 
@@ -267,6 +276,77 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
     });
   });
 
+  describe('stage', () => {
+    const send = (command: StagedCommand, condition = 'TRUE') =>
+      db.query<{ id: string }>(stagedCommandInsertSql('$1', '$2', condition), [
+        stagedCommandParam(command),
+        clock.now(),
+      ]);
+
+    it('checks like enqueue and, inserted by a statement of the caller, stores what enqueue would', async () => {
+      const input = {
+        nodeId,
+        kind: 'boot.kexec',
+        payload: { kernel: '/vmlinuz' },
+        key: 'staged',
+        notAfter: hour(),
+        batchId: 'bat_1',
+        workflowId: 'wf_1',
+        stepId: 'main.1',
+        targetNodeId: otherNodeId,
+        wake: { kind: 'workflow', key: 'wf_1' },
+      };
+      const staged = (await queue.stage?.(input)) as StagedCommand;
+      expect(staged.id).toMatch(/^cmd_/);
+      expect(staged.payload).toEqual({ kernel: '/vmlinuz', args: [] });
+      expect((await send(staged)).rows).toEqual([{ id: staged.id }]);
+      const enqueued = await db.transaction((tx) => queue.enqueue(tx, { ...input, key: 'enqueued' }));
+      const stored = await queue.get(db, staged.id);
+      expect(stored).toEqual({ ...enqueued, id: staged.id, key: 'staged' });
+      expect(stored).toMatchObject({ tenantId: 'acme', state: 'pending', createdAt: clock.now() });
+      // enqueue finds it by its key afterwards.
+      expect(await db.transaction((tx) => queue.enqueue(tx, input))).toEqual(stored);
+    });
+
+    it('refuses what enqueue refuses, with the same codes and paths', async () => {
+      const base = { nodeId, kind: 'boot.kexec', payload: { kernel: 'k' }, key: 'k', notAfter: hour() };
+      await expect(queue.stage?.({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { path: ['kind'] },
+      });
+      await expect(queue.stage?.({ ...base, payload: { kernel: 7 } })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['payload', 'kernel'] },
+      });
+      await expect(queue.stage?.({ ...base, notAfter: clock.now() })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['notAfter'] },
+      });
+    });
+
+    it('inserts nothing when its condition is false or its node is gone, and fails on a key already taken', async () => {
+      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
+      expect((await send((await queue.stage?.(base)) as StagedCommand, 'FALSE')).rows).toEqual([]);
+      const gone = (await queue.stage?.({ ...base, nodeId: 'node_missing' })) as StagedCommand;
+      expect((await send(gone)).rows).toEqual([]);
+      expect((await db.query('SELECT 1 FROM commands')).rowCount).toBe(0);
+      await enqueueReboot('k');
+      const error = await send((await queue.stage?.(base)) as StagedCommand).catch((e: unknown) => e);
+      expect(isSqlError(error, 'unique-violation')).toBe(true);
+      expect((await db.query('SELECT 1 FROM commands')).rowCount).toBe(1);
+    });
+
+    it('declines (undefined) when policies are installed: they run in the transaction, through enqueue', async () => {
+      const guarded = createCommandQueue({ kinds, clock, work: recordingWork, policies: [async () => undefined] });
+      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
+      await expect(guarded.stage?.(base)).resolves.toBeUndefined();
+      // Checked all the same.
+      await expect(guarded.stage?.({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
+        code: 'INVALID_CONFIG',
+      });
+    });
+  });
+
   describe('state machine', () => {
     it('walks pending → dispatched → acked → running → succeeded', async () => {
       const { id } = await enqueueReboot();
@@ -352,6 +432,8 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       );
       expect(again).toEqual(first);
       expect(await wakes(db)).toEqual(['workflow/wf_1']);
+      // The waiter has a result in hand: the wake is claimed ahead of routine work.
+      expect((await db.query('SELECT 1 FROM test_wakes WHERE urgent')).rowCount).toBe(1);
     });
 
     it('round-trips result bytes and the attested claim', async () => {

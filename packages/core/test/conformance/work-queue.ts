@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ComputeError } from '../../src/errors';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
-import { createWorkQueue, isFencedError, runDueWork, shardOf } from '../../src/work';
+import { createWorkQueue, isFencedError, runDueWork, shardOf, URGENT_LEAD_MS } from '../../src/work';
 import { contextFactory, fakeClock, migrate, recordingLogger } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
@@ -71,7 +71,42 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
         code: 'INVALID_INPUT',
         details: { path: ['notBefore'] },
       });
+      await expect(
+        db.transaction((tx) => work.enqueue(tx, { kind: 'k', key: 'k', urgent: 'yes' as unknown as boolean })),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['urgent'] } });
       expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
+    });
+
+    it('claims an urgent item ahead of routine items due less than URGENT_LEAD_MS before it, not of older ones', async () => {
+      const seen: string[] = [];
+      await enqueue('r', 'old', at(-URGENT_LEAD_MS - 1_000));
+      await enqueue('r', 'recent', at(-URGENT_LEAD_MS + 1_000));
+      await db.transaction((tx) => work.enqueue(tx, { kind: 'r', key: 'result', urgent: true }));
+      await enqueue('r', 'routine-now');
+      await run({ r: async (key) => void seen.push(key) });
+      expect(seen).toEqual(['old', 'result', 'recent', 'routine-now']);
+    });
+
+    it('clears urgent at the claim; an urgent enqueue while the item runs makes the next pass urgent', async () => {
+      const urgentOf = async (key: string) =>
+        (await db.query<{ urgent: boolean }>('SELECT urgent FROM work_items WHERE key = $1', [key])).rows[0]?.urgent;
+      let calls = 0;
+      const reconcile: Reconciler = async (key, ctx) => {
+        calls += 1;
+        if (key === 'woken' && calls === 1)
+          await ctx.sql.transaction((tx) => work.enqueue(tx, { kind: 'r', key, urgent: true }));
+        return { requeueAfterMs: 5_000 };
+      };
+      // A routine enqueue does not clear a pending urgent wake.
+      await db.transaction((tx) => work.enqueue(tx, { kind: 'r', key: 'woken', urgent: true }));
+      await enqueue('r', 'woken');
+      expect(await urgentOf('woken')).toBe(true);
+      await run({ r: reconcile });
+      expect(await urgentOf('woken')).toBe(true);
+      expect((await item('r', 'woken'))?.not_before.getTime()).toBeLessThanOrEqual(clock.now().getTime());
+      await run({ r: reconcile });
+      expect(calls).toBe(2);
+      expect(await urgentOf('woken')).toBe(false);
     });
 
     it('runDueWork handles due items only, once each, and deletes them when the reconciler returns nothing', async () => {

@@ -1,5 +1,5 @@
 import { evaluateWhen, type SqlExecutor } from '@better-compute/core';
-import { checkAgentStep, sendAgentCommand } from './agent-step';
+import { canStageCommand, checkAgentStep, sendAgentCommand } from './agent-step';
 import type { Decision, RunRequest } from './decision';
 import { publishWorkflowEvent } from './events';
 import { requireTransaction } from './staged-writes';
@@ -137,8 +137,8 @@ export async function advanceWorkflow(
     await skipStep(tx, env, workflow, step, `${parent.stepId} never started`, now);
     return { kind: 'continue' };
   }
-  // An agent step's command is enqueued in the transaction that starts it.
-  if (step.runsOn !== 'control-plane') requireTransaction(tx);
+  // An agent step's command is sent by the transition that starts it: staged with it, or in a transaction.
+  if (step.runsOn !== 'control-plane' && !canStageCommand(tx, env, workflow, step)) requireTransaction(tx);
   await startStep(tx, env, workflow, step, now);
   if (step.runsOn === 'control-plane') return { kind: 'run', request: runRequestOf(workflow, step) };
   return sendAgentCommand(tx, env, workflow, steps, step, now);

@@ -1,10 +1,10 @@
 import {
-  type Command,
   ComputeError,
   currentAgentSession,
   isComputeError,
   isTerminalCommandState,
   type Json,
+  type NewCommand,
   type SqlExecutor,
   validateInput,
 } from '@better-compute/core';
@@ -12,7 +12,7 @@ import { siteAgentFor } from '../steps/site-agent-for';
 import { agentStepCommandKey } from '../steps/step-command-key';
 import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';
-import { requireTransaction } from './staged-writes';
+import { requireTransaction, StagedWrites } from './staged-writes';
 import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
 import {
   type InFlightCommand,
@@ -75,9 +75,32 @@ export function decodeResult(bytes: Uint8Array | undefined): Json {
 }
 
 /**
+ * Whether an agent step's command can be staged with the transition that sends it (one statement, no transaction):
+ * planning without a transaction, a node step (a site step looks for a site agent first) that does not await a
+ * rejoin (that reads the agent's session), and a command queue that stages. `commands.stage` may still decline (with
+ * command policies installed); the step is then sent in a transaction.
+ *
+ * @example
+ * ```ts
+ * if (!canStageCommand(tx, env, workflow, step)) requireTransaction(tx);
+ * ```
+ */
+export function canStageCommand(tx: SqlExecutor, env: EngineEnv, workflow: WorkflowRecord, step: StepRecord): boolean {
+  return (
+    tx instanceof StagedWrites &&
+    tx.stageCommands &&
+    step.runsOn === 'node' &&
+    !step.awaitRejoin &&
+    workflow.node !== undefined &&
+    typeof env.ctx.commands.stage === 'function'
+  );
+}
+
+/**
  * Sends an agent step's one command (keyed `wf:<id>:<step>`, `#<attempt>` on retries, `not_after` its deadline, the
  * workflow's batch on destructive kinds only) and parks the step `waiting`. Site steps go to a connected site agent of
- * the node's site; with none before the deadline the step fails NO_SITE_AGENT.
+ * the node's site; with none before the deadline the step fails NO_SITE_AGENT. Planned without a transaction, a node
+ * step's command is staged, so the statement that writes the transition inserts it (see {@link canStageCommand}).
  *
  * @example
  * ```ts
@@ -92,7 +115,8 @@ export async function sendAgentCommand(
   step: StepRecord,
   now: Date,
 ): Promise<Decision> {
-  requireTransaction(tx);
+  const staging = canStageCommand(tx, env, workflow, step);
+  if (!staging) requireTransaction(tx);
   const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
   const node = workflow.node;
   if (!node) return fail({ code: 'INVALID_CONFIG', message: `${step.runsOn} steps need a node workflow` });
@@ -114,11 +138,11 @@ export async function sendAgentCommand(
     return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
   }
   const kind = step.commandKind as string;
-  let command: Command;
+  let commandId: string;
   try {
     const payload = await payloadOf(env, workflow, step);
     const destructive = env.ctx.commandKinds.get(kind)?.definition.destructive === true;
-    command = await env.ctx.commands.enqueue(tx, {
+    const input: NewCommand = {
       nodeId: target,
       kind,
       payload,
@@ -129,7 +153,15 @@ export async function sendAgentCommand(
       wake: { kind: WORKFLOW_WORK_KIND, key: workflow.key },
       ...(target !== node.id || step.resolution === 'driver' ? { targetNodeId: node.id } : {}),
       ...(destructive && workflow.batchId ? { batchId: workflow.batchId } : {}),
-    });
+    };
+    const staged = staging ? await env.ctx.commands.stage?.(input) : undefined;
+    if (staged) {
+      (tx as StagedWrites).stageCommand(staged);
+      commandId = staged.id;
+    } else {
+      requireTransaction(tx);
+      commandId = (await env.ctx.commands.enqueue(tx, input)).id;
+    }
   } catch (error) {
     if (isComputeError(error)) return fail(stepErrorOf(error));
     throw error;
@@ -139,7 +171,7 @@ export async function sendAgentCommand(
     const session = await currentAgentSession(tx, target, { now });
     rejoin = { nodeId: target, bootId: session?.bootId ?? null, role: session?.role ?? null };
   }
-  await updateStep(tx, step, { state: 'waiting', commandId: command.id, rejoin }, now);
+  await updateStep(tx, step, { state: 'waiting', commandId, rejoin }, now);
   return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
 }
 

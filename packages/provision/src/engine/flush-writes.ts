@@ -4,6 +4,8 @@ import {
   leaseFenceSql,
   type ShardLease,
   type SqlExecutor,
+  stagedCommandInsertSql,
+  stagedCommandParam,
   stagedEventsInsertSql,
   stagedEventsParam,
 } from '@better-compute/core';
@@ -34,11 +36,12 @@ function stepsParam(writes: StagedWrites): string {
 }
 
 /**
- * Writes staged transitions in one statement: the workflow row (its revision bumped), every changed step, and the
- * events in order. With a `guard` (no transaction around it) the statement writes only while the workflow's revision
+ * Writes staged transitions in one statement: the workflow row (its revision bumped), every changed step, the
+ * command an agent step sends, and the events in order. With a `guard` (no transaction around it) the statement writes only while the workflow's revision
  * is still the one planned from, its node's labels are still those the plan read, and the worker still holds its shard
  * lease (else INVALID_STATE `fenced`, as a fenced transaction would be); it returns the new revision, or undefined
- * when the plan was stale and nothing was written. Inside a transaction that locked the workflow, pass no guard.
+ * when the plan was stale and nothing was written. Inside a transaction that locked the workflow, pass no guard. A
+ * staged command whose key is taken already fails the statement as a unique violation, and nothing is written.
  *
  * @example
  * ```ts
@@ -65,6 +68,14 @@ export async function flushWrites(
     : '';
   const conditions: string[] = [];
   let fence = '';
+  // An agent step's command, sent by the same statement: inserted only with the workflow's change (a stale plan sends
+  // nothing), and never without it (its node is there, or the statement writes nothing).
+  let sent = '';
+  if (writes.command) {
+    const node = param(writes.command.nodeId);
+    conditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${node})`);
+    sent = `sent AS (${stagedCommandInsertSql(param(stagedCommandParam(writes.command)), '$2', 'EXISTS (SELECT 1 FROM wf)')}),`;
+  }
   if (guard) {
     conditions.push(`revision = ${param(guard.revision)}`);
     // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
@@ -86,6 +97,7 @@ export async function flushWrites(
      st AS (UPDATE workflow_steps s SET ${STEP_SETS}, updated_at = $2
        FROM jsonb_array_elements($3::jsonb) v
        WHERE s.workflow_id = $1 AND s.step_id = v->>'stepId' AND EXISTS (SELECT 1 FROM wf)),
+     ${sent}
      ev AS (${stagedEventsInsertSql('$4', 'EXISTS (SELECT 1 FROM wf)')})
      SELECT (SELECT revision FROM wf) AS revision, ${fence ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE'} AS held`,
     params,

@@ -1,4 +1,4 @@
-import { leaseOf, type ModuleContext, type Reconciler } from '@better-compute/core';
+import { isSqlError, leaseOf, type ModuleContext, type Reconciler } from '@better-compute/core';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { advanceWorkflow } from './advance';
@@ -95,8 +95,9 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * after it and the next one started, or the workflow finished. It plans from the workflow as it last read or wrote it
  * and writes it in one statement, which commits only while the workflow's revision (bumped by every change, the verbs'
  * locks among them) is the one it planned from, the node's labels are those it evaluated `when` on, and the worker
- * holds its shard; a stale plan is read again and planned anew. What a plan cannot do alone (send or read a command,
- * queue the owner, set the host config) runs in a transaction with the workflow row locked. Control-plane steps run
+ * holds its shard; a stale plan is read again and planned anew. A node step's command is inserted by that same
+ * statement. What a plan cannot do alone (send a site step's command, read a command, queue the owner, set the host
+ * config) runs in a transaction with the workflow row locked. Control-plane steps run
  * between, outside any transaction; the reconciler asks to be queued again at the next moment it cares about (a
  * command poll, a stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against
  * `configUnits` (the built-ins by default).
@@ -117,11 +118,13 @@ export function workflowReconciler(
     let snapshot: LoadedWorkflow | undefined;
     let run: EndedRun | undefined;
     let transitions = 0;
+    // Off for the rest of the pass once a staged command met one already under its key: enqueue then finds that one.
+    let stageCommands = true;
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
       snapshot ??= await readActiveWorkflow(ctx.sql, key);
       if (!snapshot) return undefined;
       const now = ctx.clock.now();
-      const staged = new StagedWrites(snapshot.workflow, undefined);
+      const staged = new StagedWrites(snapshot.workflow, undefined, stageCommands);
       const planned = await plan(staged, env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now);
       let decision: Decision | undefined;
       if (planned.decision === 'needs-transaction') {
@@ -134,12 +137,20 @@ export function workflowReconciler(
       } else if (staged.empty) {
         decision = planned.decision;
       } else {
-        const revision = await flushWrites(ctx.sql, staged, now, { revision: snapshot.workflow.revision, lease });
+        let revision: number | undefined;
+        try {
+          revision = await flushWrites(ctx.sql, staged, now, { revision: snapshot.workflow.revision, lease });
+        } catch (error) {
+          if (!staged.command || !isSqlError(error, 'unique-violation')) throw error;
+          // Nothing was written; plan again, sending through enqueue.
+          stageCommands = false;
+        }
         if (revision !== undefined) snapshot.workflow.revision = revision;
         decision = revision === undefined ? undefined : planned.decision;
       }
       if (decision === undefined) {
-        // Stale: something changed the workflow (a verb, the node's labels) since it was read. An ended run is
+        // Stale (or a staged command's key was taken): something changed the workflow (a verb, the node's labels)
+        // since it was read. An ended run is
         // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
         // pass's budget, so a workflow changed without pause cannot hold the worker.
         snapshot = undefined;

@@ -1,4 +1,4 @@
-import type { QueryResult, Row, SqlExecutor, StagedEvent } from '@better-compute/core';
+import type { QueryResult, Row, SqlExecutor, StagedCommand, StagedEvent } from '@better-compute/core';
 import type { StepRecord, WorkflowRecord } from './workflow-rows';
 
 /**
@@ -28,15 +28,23 @@ export class StagedWrites implements SqlExecutor {
   readonly steps = new Map<string, StepRecord>();
   readonly events: StagedEvent[] = [];
   workflowChanged = false;
+  /** The one command these writes send (an agent step's), inserted by the same statement. */
+  command: StagedCommand | undefined;
 
+  /**
+   * @param inner the transaction the writes run in; undefined when planning without one.
+   * @param stageCommands whether a command may be staged rather than enqueued (planning only; off again after a
+   *   staged command met one already under its key, so `commands.enqueue` finds that one).
+   */
   constructor(
     readonly workflow: WorkflowRecord,
     private readonly inner: SqlExecutor | undefined,
+    readonly stageCommands = inner === undefined,
   ) {}
 
   /** Whether nothing is staged. */
   get empty(): boolean {
-    return !this.workflowChanged && this.steps.size === 0 && this.events.length === 0;
+    return !this.workflowChanged && this.steps.size === 0 && this.events.length === 0 && !this.command;
   }
 
   /** Throws {@link NeedsTransaction} when planning without a transaction. */
@@ -55,6 +63,11 @@ export class StagedWrites implements SqlExecutor {
 
   stageEvent(event: StagedEvent): void {
     this.events.push(event);
+  }
+
+  stageCommand(command: StagedCommand): void {
+    if (this.command) throw new Error('one transition sends at most one command');
+    this.command = command;
   }
 
   async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {

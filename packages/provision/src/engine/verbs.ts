@@ -48,7 +48,7 @@ function envOf(ctx: VerbContext): EngineEnv {
 }
 
 async function wake(tx: SqlExecutor, ctx: VerbContext, loaded: LoadedWorkflow): Promise<void> {
-  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key: loaded.workflow.key });
+  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key: loaded.workflow.key, urgent: true });
 }
 
 function invalidState(message: string, reason: string): ComputeError {

@@ -76,7 +76,7 @@ export function decodeResult(bytes: Uint8Array | undefined): Json {
 
 /**
  * Whether an agent step's command can be staged with the transition that sends it (one statement, no transaction):
- * planning without a transaction, a node step (a site step looks for a site agent first) that does not await a
+ * planning without a transaction, a node or ramdisk step (a site step looks for a site agent first) that does not await a
  * rejoin (that reads the agent's session), and a command queue that stages. `commands.stage` may still decline (with
  * command policies installed); the step is then sent in a transaction.
  *
@@ -89,7 +89,7 @@ export function canStageCommand(tx: SqlExecutor, env: EngineEnv, workflow: Workf
   return (
     tx instanceof StagedWrites &&
     tx.stageCommands &&
-    step.runsOn === 'node' &&
+    (step.runsOn === 'node' || step.runsOn === 'ramdisk') &&
     !step.awaitRejoin &&
     workflow.node !== undefined &&
     typeof env.ctx.commands.stage === 'function'

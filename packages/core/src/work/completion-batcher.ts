@@ -1,7 +1,7 @@
 import type { Clock } from '../clock';
 import type { SqlExecutor } from '../sql/executor';
 import type { ShardLease } from './fenced-executor';
-import { type BatchOutcome, finishDoneBatch, type LeasedItem } from './finish';
+import { type BatchOutcome, finishBatch, type LeasedItem } from './finish';
 import type { ClaimedItem } from './items';
 
 interface Waiting extends LeasedItem {
@@ -14,8 +14,8 @@ interface Waiting extends LeasedItem {
 const MAX_BATCH = 256;
 
 /**
- * Collects the `done` completions of one worker and records those that finished close together with one statement
- * ({@link finishDoneBatch}): a flush starts as soon as none is under way, and everything that finishes meanwhile goes
+ * Collects the `done` and `requeued` completions of one worker and records those that finished close together with
+ * one statement ({@link finishBatch}): a flush starts as soon as none is under way, and everything that finishes meanwhile goes
  * into the next. So an idle worker records an item at once, and a busy one sends one statement for many items.
  *
  * @example
@@ -33,10 +33,13 @@ export class CompletionBatcher {
     private readonly clock: Clock,
   ) {}
 
-  /** Queues `item` as done under `lease` and resolves once it is recorded (or found fenced). */
-  record(item: ClaimedItem, lease: ShardLease): Promise<BatchOutcome> {
+  /**
+   * Queues `item` as done (or, with `requeueAt`, as due again then) under `lease`, and resolves once it is recorded
+   * (or found fenced).
+   */
+  record(item: ClaimedItem, lease: ShardLease, requeueAt?: Date): Promise<BatchOutcome> {
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ item, lease, resolve, reject });
+      this.#waiting.push({ item, lease, ...(requeueAt ? { requeueAt } : {}), resolve, reject });
       if (!this.#flushing) {
         this.#flushing = true;
         // Let the completions of the same turn of the event loop join the first statement.
@@ -49,7 +52,7 @@ export class CompletionBatcher {
     while (this.#waiting.length > 0) {
       const batch = this.#waiting.splice(0, MAX_BATCH);
       try {
-        const outcomes = await finishDoneBatch(this.db, batch, this.clock.now());
+        const outcomes = await finishBatch(this.db, batch, this.clock.now());
         batch.forEach((w, i) => {
           w.resolve(outcomes[i] ?? 'fenced');
         });

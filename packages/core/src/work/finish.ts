@@ -90,32 +90,31 @@ async function keepForLaterEnqueue(db: SqlExecutor, item: ClaimedItem, now: Date
   );
 }
 
-/** A done item of a worker, with the lease it was claimed under. */
+/** A finished item of a worker, with the lease it was claimed under; `requeueAt` when it asked to run again. */
 export interface LeasedItem {
   item: ClaimedItem;
   lease: ShardLease;
+  /** Absent: done (deleted unless enqueued again since its claim). Present: due again then, or at an earlier enqueue. */
+  requeueAt?: Date;
 }
 
-/** How finishing one item of a batch ended: deleted, kept for an enqueue since its claim, or fenced. */
-export type BatchOutcome = 'deleted' | 'kept' | 'fenced';
+/** How finishing one item of a batch ended: deleted, kept for an enqueue since its claim, requeued, or fenced. */
+export type BatchOutcome = 'deleted' | 'kept' | 'requeued' | 'fenced';
 
 /**
- * Records `done` for several items of one worker at once, as {@link finishItem} does for each: one statement
- * share-locks every lease row involved (in shard order, so batches cannot deadlock a takeover) and deletes the items
- * whose shard is still held at their epoch and whose `seq` is unchanged; each item whose `seq` changed is then kept by
- * a statement of its own. The fencing rule holds per item: a takeover of any of those shards waits for the statement,
- * and an item whose lease is gone is left untouched and answered `fenced`. Returns one outcome per item, in order.
+ * Records the `done` and `requeued` passes of one worker's items at once, as {@link finishItem} does for each: one
+ * statement share-locks every lease row involved (in shard order, so batches cannot deadlock a takeover), deletes the
+ * done items whose `seq` is unchanged and reschedules the requeued ones, each only if its shard is still held at its
+ * epoch; each done item whose `seq` changed is then kept by a statement of its own. The fencing rule holds per item:
+ * a takeover of any of those shards waits for the statement, and an item whose lease is gone is left untouched and
+ * answered `fenced`. Returns one outcome per item, in order.
  *
  * @example
  * ```ts
- * const outcomes = await finishDoneBatch(db, [{ item, lease }], clock.now());
+ * const outcomes = await finishBatch(db, [{ item, lease }, { item: other, lease, requeueAt: addMs(now, 10_000) }], now);
  * ```
  */
-export async function finishDoneBatch(
-  db: SqlExecutor,
-  batch: readonly LeasedItem[],
-  now: Date,
-): Promise<BatchOutcome[]> {
+export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[], now: Date): Promise<BatchOutcome[]> {
   if (batch.length === 0) return [];
   const leases = new Map<string, ShardLease>();
   for (const { lease } of batch) leases.set(`${lease.workerId}|${lease.shard}|${lease.epoch}`, lease);
@@ -126,17 +125,25 @@ export async function finishDoneBatch(
        JOIN unnest($5::int[], $6::text[], $7::int8[]) AS h(shard, worker_id, epoch)
          ON l.shard = h.shard AND l.worker_id = h.worker_id AND l.epoch = h.epoch
        ORDER BY l.shard FOR SHARE OF l
-     ), deleted AS (
-       DELETE FROM work_items w
-       USING unnest($1::text[], $2::text[], $3::int8[], $4::int[], $8::text[], $9::int8[])
-         AS c(kind, key, seq, shard, worker_id, epoch)
-       WHERE w.kind = c.kind AND w.key = c.key AND w.seq = c.seq
-         AND EXISTS (SELECT 1 FROM lease WHERE lease.shard = c.shard AND lease.worker_id = c.worker_id
+     ), finished AS (
+       SELECT c.* FROM unnest($1::text[], $2::text[], $3::int8[], $4::int[], $8::text[], $9::int8[], $10::timestamptz[])
+         AS c(kind, key, seq, shard, worker_id, epoch, requeue_at)
+       WHERE EXISTS (SELECT 1 FROM lease WHERE lease.shard = c.shard AND lease.worker_id = c.worker_id
                      AND lease.epoch = c.epoch)
+     ), deleted AS (
+       DELETE FROM work_items w USING finished c
+       WHERE c.requeue_at IS NULL AND w.kind = c.kind AND w.key = c.key AND w.seq = c.seq
+       RETURNING w.kind, w.key
+     ), requeued AS (
+       UPDATE work_items w SET not_before = LEAST(c.requeue_at, w.enqueued_not_before), attempts = 0,
+         last_error = NULL, ${RELEASE_CLAIM}, updated_at = $11
+       FROM finished c
+       WHERE c.requeue_at IS NOT NULL AND w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key
      )
      SELECT 'held' AS what, shard::text AS kind, epoch::text AS key FROM lease
-     UNION ALL SELECT 'deleted', kind, key FROM deleted`,
+     UNION ALL SELECT 'deleted', kind, key FROM deleted
+     UNION ALL SELECT 'requeued', kind, key FROM requeued`,
     [
       batch.map((b) => b.item.kind),
       batch.map((b) => b.item.key),
@@ -147,14 +154,21 @@ export async function finishDoneBatch(
       held.map((l) => l.epoch),
       batch.map((b) => b.lease.workerId),
       batch.map((b) => b.lease.epoch),
+      batch.map((b) => b.requeueAt?.toISOString() ?? null),
+      now,
     ],
   );
   const heldShards = new Set(rows.filter((r) => r.what === 'held').map((r) => `${r.kind}|${r.key}`));
-  const deleted = new Set(rows.filter((r) => r.what === 'deleted').map((r) => JSON.stringify([r.kind, r.key])));
+  const changed = (what: string) =>
+    new Set(rows.filter((r) => r.what === what).map((r) => JSON.stringify([r.kind, r.key])));
+  const deleted = changed('deleted');
+  const requeued = changed('requeued');
   return Promise.all(
-    batch.map(async ({ item, lease }): Promise<BatchOutcome> => {
-      if (deleted.has(JSON.stringify([item.kind, item.key]))) return 'deleted';
+    batch.map(async ({ item, lease, requeueAt }): Promise<BatchOutcome> => {
+      const id = JSON.stringify([item.kind, item.key]);
       if (!heldShards.has(`${lease.shard}|${lease.epoch}`)) return 'fenced';
+      if (requeueAt) return requeued.has(id) ? 'requeued' : 'fenced';
+      if (deleted.has(id)) return 'deleted';
       try {
         await keepForLaterEnqueue(db, item, now, lease);
         return 'kept';

@@ -36,6 +36,7 @@ interface ItemRow {
   attempts: number;
   not_before: Date;
   claim_order: Date;
+  next_due: Date | null;
 }
 
 /**
@@ -49,17 +50,51 @@ interface ItemRow {
  * ```
  */
 export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promise<ClaimedItem[]> {
+  return (await claim(db, filter, false)).items;
+}
+
+/** What {@link claimDueItemsAndNext} returns. */
+export interface ClaimAndNext {
+  items: ClaimedItem[];
+  /**
+   * The earliest `not_before` among the other items of the same shards whose key is neither busy nor just claimed
+   * (due ones locked elsewhere included), read by the same statement; undefined when there are none.
+   */
+  nextDueAt: Date | undefined;
+}
+
+/**
+ * {@link claimDueItems}, and in the same statement when the next item of those shards falls due, so a worker that
+ * claimed less than it could knows how long to sleep without a second query.
+ *
+ * @example
+ * ```ts
+ * const { items, nextDueAt } = await claimDueItemsAndNext(db, { claimant: workerId, now, limit: 8, shards: [0, 5] });
+ * ```
+ */
+export function claimDueItemsAndNext(db: SqlExecutor, filter: ClaimFilter): Promise<ClaimAndNext> {
+  return claim(db, filter, true);
+}
+
+async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): Promise<ClaimAndNext> {
   const params: unknown[] = [filter.now, [...(filter.busyKeys ?? [])], filter.limit * 2, filter.limit, filter.claimant];
-  let where = 'w.not_before <= $1 AND NOT (w.key = ANY($2::text[]))';
+  let scope = 'NOT (w.key = ANY($2::text[]))';
   if (filter.shards) {
     params.push([...filter.shards]);
-    where += ` AND w.shard = ANY($${params.length}::int[])`;
+    scope += ` AND w.shard = ANY($${params.length}::int[])`;
   }
+  let where = `w.not_before <= $1 AND ${scope}`;
   if (filter.leaseHolder !== undefined) {
     params.push(filter.leaseHolder);
     where += ` AND EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = w.shard AND l.worker_id = $${params.length})`;
   }
   const distinct = filter.distinctKeys ?? true;
+  // The next due item: a row of its own after the claimed ones, read in the statement's snapshot, where the claimed
+  // rows still look due, hence the exclusion of their keys.
+  const next = withNext
+    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT min(w.not_before) FROM work_items w
+         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key))`
+    : '';
   // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
   // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier.
@@ -73,13 +108,18 @@ export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promi
        FROM candidates
      ), chosen AS (
        SELECT kind, key, claim_order FROM ranked WHERE nth = 1 ORDER BY claim_order, kind, key LIMIT $4
+     ), claimed AS (
+       UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
+       FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
+       RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order
      )
-     UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
-     FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
-     RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order`,
+     SELECT kind, key, shard, seq, attempts, not_before, claim_order, NULL::timestamptz AS next_due FROM claimed
+     ${next}`,
     params,
   );
-  return rows
+  const claimedRows = rows.filter((r) => r.kind !== null);
+  const nextDue = rows.find((r) => r.kind === null)?.next_due;
+  const items = claimedRows
     .sort(
       (a, b) =>
         new Date(a.claim_order).getTime() - new Date(b.claim_order).getTime() ||
@@ -94,10 +134,11 @@ export async function claimDueItems(db: SqlExecutor, filter: ClaimFilter): Promi
       attempts: r.attempts,
       notBefore: r.not_before,
     }));
+  return { items, nextDueAt: nextDue ? new Date(nextDue) : undefined };
 }
-
-const CLAIM_ORDER = `CASE WHEN w.urgent THEN w.not_before - interval '${URGENT_LEAD_MS} milliseconds' ELSE w.not_before END`;
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+const CLAIM_ORDER = `CASE WHEN w.urgent THEN w.not_before - interval '${URGENT_LEAD_MS} milliseconds' ELSE w.not_before END`;

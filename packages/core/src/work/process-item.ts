@@ -5,7 +5,7 @@ import type { ModuleContext, Reconciler } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { backoffDelayMs, describeFailure } from './backoff';
 import { isFencedError, type ShardLease } from './fenced-executor';
-import { finishItem } from './finish';
+import { type BatchOutcome, finishItem } from './finish';
 import type { ClaimedItem } from './items';
 import type { BackoffOptions, WorkItemReport, WorkOutcome } from './types';
 
@@ -20,9 +20,10 @@ export interface ProcessItemInput {
   /** The lease the item is processed under (a worker); recording the result is fenced by it. */
   lease?: ShardLease;
   /**
-   * Records `done` instead of {@link finishItem} (a worker batches completions); answers whether the item was fenced.
+   * Records `done` and `requeued` instead of {@link finishItem} (a worker batches them); answers whether the item was
+   * fenced.
    */
-  recordDone?: (item: ClaimedItem, now: Date) => Promise<'deleted' | 'kept' | 'fenced'>;
+  recordFinish?: (item: ClaimedItem, finish: DoneOrRequeued, now: Date) => Promise<BatchOutcome>;
   makeContext: (sql: SqlExecutor) => ModuleContext;
   clock: Clock;
   backoff: Required<BackoffOptions>;
@@ -31,7 +32,10 @@ export interface ProcessItemInput {
   signal?: AbortSignal;
 }
 
-type Result = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number } | { outcome: 'failed'; error: unknown };
+/** A pass that did not fail: what {@link ProcessItemInput.recordFinish} records. */
+export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number };
+
+type Result = DoneOrRequeued | { outcome: 'failed'; error: unknown };
 
 function checkResult(value: unknown): Result {
   if (value === undefined || value === null) return { outcome: 'done' };
@@ -101,8 +105,8 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
       const error = describeFailure(result.error);
       await finishItem(input.db, item, { outcome: 'failed', delayMs, error }, now, input.lease);
       log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });
-    } else if (result.outcome === 'done' && input.recordDone) {
-      if ((await input.recordDone(item, now)) === 'fenced') return report('fenced', item.attempts);
+    } else if (input.recordFinish) {
+      if ((await input.recordFinish(item, result, now)) === 'fenced') return report('fenced', item.attempts);
     } else {
       await finishItem(input.db, item, result, now, input.lease);
     }

@@ -3,7 +3,7 @@ import { Mutex } from '../sql/mutex';
 import { describeFailure } from './backoff';
 import { CompletionBatcher } from './completion-batcher';
 import { FencedExecutor } from './fenced-executor';
-import { type ClaimedItem, claimDueItems } from './items';
+import { type ClaimedItem, claimDueItemsAndNext } from './items';
 import {
   acquireLeases,
   earliestDue,
@@ -14,7 +14,7 @@ import {
   releaseLeases,
   renewLeases,
 } from './leases';
-import { processItem } from './process-item';
+import { type DoneOrRequeued, processItem } from './process-item';
 import { assignedShards } from './shard';
 import { WORK_CHANNEL, type WorkOutcome } from './types';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './worker-options';
@@ -202,8 +202,11 @@ class Worker implements WorkerHandle {
           continue;
         }
         if (free > 0 && this.#claimableShards().length > 0) {
-          const claimed = await this.#turns.run(() => this.#claim(free));
+          const { claimed, nextDueAt } = await this.#turns.run(() => this.#claim(free));
           if (claimed === free) continue;
+          // The claim read when the next item falls due: no second query for how long to sleep.
+          await this.#sleep(this.#delayUntil(nextDueAt));
+          continue;
         }
         await this.#sleep(await this.#idleDelay());
       } catch (err) {
@@ -213,10 +216,10 @@ class Worker implements WorkerHandle {
     }
   }
 
-  async #claim(limit: number): Promise<number> {
+  async #claim(limit: number): Promise<{ claimed: number; nextDueAt: Date | undefined }> {
     const shards = this.#claimableShards();
-    if (shards.length === 0) return 0;
-    const items = await claimDueItems(this.#o.db, {
+    if (shards.length === 0) return { claimed: 0, nextDueAt: undefined };
+    const { items, nextDueAt } = await claimDueItemsAndNext(this.#o.db, {
       claimant: this.id,
       now: this.#o.clock.now(),
       limit,
@@ -225,13 +228,18 @@ class Worker implements WorkerHandle {
       leaseHolder: this.id,
     });
     for (const item of items) this.#launch(item, this.#owned.get(item.shard));
-    return items.length;
+    return { claimed: items.length, nextDueAt };
   }
 
   async #idleDelay(): Promise<number> {
-    const { db, clock, pollMs, concurrency } = this.#o;
+    const { db, pollMs, concurrency } = this.#o;
     if (this.#inFlight.size >= concurrency) return pollMs;
-    const next = await earliestDue(db, this.#claimableShards(), [...this.#inFlight.keys()]);
+    return this.#delayUntil(await earliestDue(db, this.#claimableShards(), [...this.#inFlight.keys()]));
+  }
+
+  /** How long to sleep until `next` falls due: at most pollMs, at least MIN_SLEEP_MS. */
+  #delayUntil(next: Date | undefined): number {
+    const { clock, pollMs } = this.#o;
     if (!next) return pollMs;
     return Math.min(pollMs, Math.max(MIN_SLEEP_MS, next.getTime() - clock.now().getTime()));
   }
@@ -241,13 +249,14 @@ class Worker implements WorkerHandle {
     if (epoch === undefined) return;
     const { db, onItem } = this.#o;
     const lease = { workerId: this.id, shard: item.shard, epoch };
-    const recordDone = (claimed: ClaimedItem) => this.#completions.record(claimed, lease);
+    const recordFinish = (claimed: ClaimedItem, finish: DoneOrRequeued, now: Date) =>
+      this.#completions.record(claimed, lease, finish.outcome === 'requeued' ? addMs(now, finish.delayMs) : undefined);
     const done = processItem({
       ...this.#o,
       item,
       sql: new FencedExecutor(db, lease),
       lease,
-      recordDone,
+      recordFinish,
       signal: this.#stopSignal.signal,
     })
       .then((report) => {

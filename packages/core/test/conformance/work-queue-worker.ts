@@ -106,6 +106,38 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       expect(keys.filter((key) => key !== 'node_b3').every((key) => runs.get(key) === 1)).toBe(true);
     });
 
+    it('records requeued passes in the batch: due after their delay, or at once if enqueued while they ran', async () => {
+      const runs = new Map<string, number>();
+      const keys = Array.from({ length: 8 }, (_, i) => `node_r${i}`);
+      const reconcile: Reconciler = async (key) => {
+        const n = (runs.get(key) ?? 0) + 1;
+        runs.set(key, n);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        if (n > 1) return undefined;
+        if (key === 'node_r5') await db.transaction((tx) => work.enqueue(tx, { kind: 'requeue', key, urgent: true }));
+        return { requeueAfterMs: 60_000 };
+      };
+      for (const key of keys) await enqueue('requeue', key);
+      const before = Date.now();
+      const worker = await start({ requeue: reconcile }, { concurrency: 16 });
+      await waitFor('node_r5 run again and deleted, the others requeued', async () => {
+        const { rows } = await db.query<{ key: string; claimed_by: string | null }>(
+          "SELECT key, claimed_by FROM work_items WHERE kind = 'requeue'",
+        );
+        return runs.get('node_r5') === 2 && rows.length === 7 && rows.every((r) => r.claimed_by === null);
+      });
+      const { rows } = await db.query<{ key: string; not_before: Date; urgent: boolean; attempts: number }>(
+        "SELECT key, not_before, urgent, attempts FROM work_items WHERE kind = 'requeue' ORDER BY key",
+      );
+      await worker.stop();
+      expect(rows.map((r) => r.key)).toEqual(keys.filter((key) => key !== 'node_r5'));
+      for (const row of rows) {
+        expect(row.not_before.getTime()).toBeGreaterThanOrEqual(before + 60_000);
+        expect(row).toMatchObject({ urgent: false, attempts: 0 });
+      }
+      expect(worker.stats().byOutcome).toMatchObject({ requeued: 8, done: 1, fenced: 0 });
+    });
+
     it('finishes the items in flight before stop resolves', async () => {
       let finished = false;
       let started = false;
@@ -168,6 +200,37 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
         shardOf('node_f', SHARDS),
       ]);
       expect(lease.rows[0]?.worker_id).toBe('intruder');
+    });
+
+    it('records nothing for a requeued pass whose shard was taken meanwhile: fenced, the item left as it was', async () => {
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started = false;
+      const worker = await start({
+        gated: async () => {
+          started = true;
+          await gate;
+          return { requeueAfterMs: 60_000 };
+        },
+      });
+      await enqueue('gated', 'node_q');
+      await waitFor('the reconciler to start', () => started);
+      const before = await db.query<{ not_before: Date; claimed_by: string }>(
+        'SELECT not_before, claimed_by FROM work_items WHERE key = $1',
+        ['node_q'],
+      );
+      await db.query(
+        `UPDATE shard_leases SET worker_id = 'intruder', epoch = epoch + 1, expires_at = $2 WHERE shard = $1`,
+        [shardOf('node_q', SHARDS), new Date(Date.now() + 3_600_000)],
+      );
+      release();
+      await waitFor('the fenced outcome', () => worker.stats().byOutcome.fenced === 1);
+      await worker.stop();
+      const after = await db.query('SELECT not_before, claimed_by FROM work_items WHERE key = $1', ['node_q']);
+      expect(after.rows).toEqual(before.rows);
+      expect(worker.stats().byOutcome.requeued).toBe(0);
     });
 
     it('refuses bad options with INVALID_CONFIG naming the option', async () => {

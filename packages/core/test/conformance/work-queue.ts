@@ -3,6 +3,7 @@ import { ComputeError } from '../../src/errors';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, isFencedError, runDueWork, shardOf, URGENT_LEAD_MS } from '../../src/work';
+import { claimDueItemsAndNext } from '../../src/work/items';
 import { contextFactory, fakeClock, migrate, recordingLogger } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
@@ -85,6 +86,25 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
       await enqueue('r', 'routine-now');
       await run({ r: async (key) => void seen.push(key) });
       expect(seen).toEqual(['old', 'result', 'recent', 'routine-now']);
+    });
+
+    it('a claim also reads when the next item of its shards falls due, leaving out busy and just-claimed keys', async () => {
+      await enqueue('r', 'due', at(-1_000));
+      await enqueue('other', 'due', at(2_000)); // the same key as a claimed item: not next
+      await enqueue('r', 'busy', at(1_000));
+      await enqueue('r', 'next', at(5_000));
+      await enqueue('r', 'last', at(9_000));
+      const claim = (limit: number) =>
+        claimDueItemsAndNext(db, { claimant: 'w', now: clock.now(), limit, busyKeys: ['busy'] });
+      const first = await claim(4);
+      expect(first.items.map((i) => `${i.kind}/${i.key}`)).toEqual(['r/due']);
+      expect(first.nextDueAt).toEqual(at(5_000));
+      await db.query('DELETE FROM work_items WHERE key = $1', ['next']);
+      await db.query('DELETE FROM work_items WHERE key = $1', ['due']);
+      const second = await claim(4);
+      expect(second).toEqual({ items: [], nextDueAt: at(9_000) });
+      await db.query('DELETE FROM work_items WHERE key <> $1', ['busy']);
+      expect((await claim(4)).nextDueAt).toBeUndefined();
     });
 
     it('clears urgent at the claim; an urgent enqueue while the item runs makes the next pass urgent', async () => {

@@ -30,9 +30,8 @@ const IDLE_POLL_MS = 5;
 /**
  * The agents of every node at once, in process: one poller picks up every pending command of `kind` (of any node) in
  * bulk and `concurrency` runners answer them as fast as they can, through the kernel's agent-side functions: ack,
- * start and complete, each in a transaction of its own as the agent API's separate calls would be (ack and start in
- * one transaction would lock the command row from two savepoints, which costs a MultiXact each time); the commit time
- * of the complete is recorded. It uses its own database handle (`db`), so none of its statements is counted against
+ * start and complete, each in a transaction of its own as the agent API's separate calls would be; the commit time of
+ * the complete is recorded. It uses its own database handle (`db`), so none of its statements is counted against
  * the engine.
  */
 export class BulkAgents {

@@ -14,6 +14,7 @@ import {
   canTransitionCommand,
   isTerminalCommandState,
   OPEN_COMMAND_STATES,
+  TERMINAL_COMMAND_STATES,
 } from './state-machine';
 import type {
   AgentCommandRef,
@@ -59,6 +60,12 @@ export function isCommandDue(command: Pick<Command, 'state' | 'notAfter'>, now: 
   return OPEN_COMMAND_STATES.includes(command.state) && command.notAfter.getTime() < now.getTime();
 }
 
+/** Only for the one-statement move: the command must be in one of `from`, the owner's, and not past `notAfter`. */
+interface MoveGuard {
+  from: readonly CommandState[];
+  owner: string | undefined;
+}
+
 async function applyMove(
   tx: SqlExecutor,
   work: WorkQueue,
@@ -66,30 +73,46 @@ async function applyMove(
   to: CommandState,
   now: Date,
   change: Change,
-): Promise<Command> {
+  guard?: MoveGuard,
+): Promise<Command | undefined> {
   const terminal = isTerminalCommandState(to);
+  const params: unknown[] = [
+    commandId,
+    to,
+    now,
+    terminal,
+    change.reason ?? null,
+    change.result ? bytesParam(change.result) : null,
+    change.attested === undefined ? null : JSON.stringify(change.attested),
+  ];
+  let where = 'id = $1';
+  if (guard) {
+    params.push([...guard.from], guard.owner ?? null);
+    where += ' AND state = ANY($8::text[]) AND not_after >= $3 AND ($9::text IS NULL OR node_id = $9)';
+  }
   const { rows } = await tx.query<CommandRow>(
     `UPDATE commands SET state = $2, updated_at = $3,
        dispatched_at = CASE WHEN $2 = 'dispatched' THEN $3 ELSE dispatched_at END,
        finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
        reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
-     WHERE id = $1 RETURNING *`,
-    [
-      commandId,
-      to,
-      now,
-      terminal,
-      change.reason ?? null,
-      change.result ? bytesParam(change.result) : null,
-      change.attested === undefined ? null : JSON.stringify(change.attested),
-    ],
+     WHERE ${where} RETURNING *`,
+    params,
   );
   const row = rows[0];
-  if (!row) throw notFound(commandId);
+  if (!row) {
+    if (guard) return undefined;
+    throw notFound(commandId);
+  }
   const moved = toCommand(row);
   if (terminal && moved.wake) await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
   return moved;
 }
+
+const ALL_STATES: readonly CommandState[] = [...OPEN_COMMAND_STATES, ...TERMINAL_COMMAND_STATES];
+// The states each move may start from, for the one-statement path.
+const MOVABLE_FROM = new Map(
+  ALL_STATES.map((to) => [to, ALL_STATES.filter((from) => canTransitionCommand(from, to))] as const),
+);
 
 /**
  * Moves one command to `to` under a row lock and queues its wake when it settles. An `owner` other than the command's
@@ -107,15 +130,22 @@ async function move(
   owner?: string,
 ): Promise<Command> {
   requireText(commandId, ['commandId']);
+  // The common case (an agent moving its own live command along) is one statement; anything else (not found, past
+  // notAfter, a repeat, a refusal) takes the locked read below, in a savepoint, which sorts it out.
+  if (to !== 'expired') {
+    const guard = { from: MOVABLE_FROM.get(to) ?? [], owner };
+    const moved = await applyMove(tx, work, commandId, to, now, change, guard);
+    if (moved) return moved;
+  }
   const outcome = await tx.transaction(async (inner): Promise<{ command: Command; refused: boolean }> => {
     let current = await selectCommand(inner, commandId, true);
     if (!current || (owner !== undefined && current.nodeId !== owner)) throw notFound(commandId);
     if (to !== 'expired' && isCommandDue(current, now)) {
-      current = await applyMove(inner, work, commandId, 'expired', now, { reason: EXPIRED_REASON });
+      current = (await applyMove(inner, work, commandId, 'expired', now, { reason: EXPIRED_REASON })) as Command;
     }
     if (current.state === to && isTerminalCommandState(to)) return { command: current, refused: false };
     if (!canTransitionCommand(current.state, to)) return { command: current, refused: true };
-    return { command: await applyMove(inner, work, commandId, to, now, change), refused: false };
+    return { command: (await applyMove(inner, work, commandId, to, now, change)) as Command, refused: false };
   });
   if (outcome.refused) assertCommandTransition(outcome.command.state, to, commandId);
   return outcome.command;
@@ -127,7 +157,7 @@ async function expireIfDue(sql: SqlExecutor, work: WorkQueue, command: Command, 
   return sql.transaction(async (inner) => {
     const locked = await selectCommand(inner, command.id, true);
     if (!locked || !isCommandDue(locked, now)) return locked ?? command;
-    return applyMove(inner, work, command.id, 'expired', now, { reason: EXPIRED_REASON });
+    return (await applyMove(inner, work, command.id, 'expired', now, { reason: EXPIRED_REASON })) as Command;
   });
 }
 

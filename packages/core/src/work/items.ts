@@ -40,9 +40,10 @@ interface ItemRow {
 }
 
 /**
- * Claims due items, due first (an urgent item as if due {@link URGENT_LEAD_MS} earlier), skipping rows another transaction holds (`FOR UPDATE SKIP LOCKED`), at most one per
- * key. A claim does not exclude anyone: only the shard's owner claims, and it may take over an item claimed by a dead
- * or fenced worker at once. It resets `enqueued_not_before`, so finishing sees only enqueues made after the claim.
+ * Claims due items, due first (an urgent item as if due {@link URGENT_LEAD_MS} earlier), skipping rows another
+ * transaction holds (`FOR UPDATE SKIP LOCKED`), at most one per key. A claim does not exclude anyone: only the shard's
+ * owner claims, and it may take over an item claimed by a dead or fenced worker at once. It resets
+ * `enqueued_not_before` and `urgent`, so finishing sees only enqueues made after the claim.
  *
  * @example
  * ```ts

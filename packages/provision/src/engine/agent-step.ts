@@ -76,9 +76,9 @@ export function decodeResult(bytes: Uint8Array | undefined): Json {
 
 /**
  * Whether an agent step's command can be staged with the transition that sends it (one statement, no transaction):
- * planning without a transaction, a node or ramdisk step (a site step looks for a site agent first) that does not await a
- * rejoin (that reads the agent's session), and a command queue that stages. `commands.stage` may still decline (with
- * command policies installed); the step is then sent in a transaction.
+ * planning without a transaction, a node or ramdisk step (a site step looks for a site agent first) that does not
+ * await a rejoin (that reads the agent's session), and a command queue that stages. `commands.stage` may still
+ * decline (with command policies installed); the step is then sent in a transaction.
  *
  * @example
  * ```ts
@@ -100,7 +100,8 @@ export function canStageCommand(tx: SqlExecutor, env: EngineEnv, workflow: Workf
  * Sends an agent step's one command (keyed `wf:<id>:<step>`, `#<attempt>` on retries, `not_after` its deadline, the
  * workflow's batch on destructive kinds only) and parks the step `waiting`. Site steps go to a connected site agent of
  * the node's site; with none before the deadline the step fails NO_SITE_AGENT. Planned without a transaction, a node
- * step's command is staged, so the statement that writes the transition inserts it (see {@link canStageCommand}).
+ * or ramdisk step's command is staged, so the statement that writes the transition inserts it (see
+ * {@link canStageCommand}).
  *
  * @example
  * ```ts

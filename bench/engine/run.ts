@@ -11,7 +11,6 @@ import { readFileSync } from 'node:fs';
 import {
   betterCompute,
   type Compute,
-  type ComputeModule,
   manifest,
   type SqlDatabase,
   type SqlExecutor,
@@ -33,6 +32,8 @@ import {
 import { pgbenchInsertTps } from '../support/pgbench';
 import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
+import { AgentsProcess } from './agents-process';
+import { benchModule } from './bench-module';
 import { BulkAgents } from './bulk-agents';
 
 const baseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -46,7 +47,10 @@ const workloads = (process.env.BENCH_WORKLOADS ?? 'control-plane,agent,probe').s
 const PROBES = Number(process.env.BENCH_PROBES ?? 100);
 const NOOP_STEPS = 10;
 const AGENT_STEPS = 5;
-const AGENT_CONCURRENCY = 8;
+/** The in-process agents' runners: how many commands are answered at once (the offered load). */
+const AGENT_CONCURRENCY = Number(process.env.BENCH_AGENT_CONCURRENCY ?? 8);
+/** Where the agents run on PostgreSQL: `inline` (this process, the default) or `process` (a child of their own). */
+const AGENTS_WHERE = process.env.BENCH_AGENTS ?? 'inline';
 const PGBENCH_SECONDS = 5;
 
 if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(baseUrl).hostname)) {
@@ -76,8 +80,6 @@ const ping = defineStep({
   input: manifest({}),
 });
 
-const benchModule: ComputeModule = { id: 'bench', commandKinds: [{ name: 'bench.ping', payload: manifest({}) }] };
-
 const PROFILES: Record<'noop' | 'agent', ProfileDefinition> = {
   noop: {
     id: 'bench-noop',
@@ -102,15 +104,19 @@ interface Lab {
   aux: SqlDatabase;
   compute: Compute;
   nodes: string[];
+  /** The scratch database's URL on PostgreSQL (for the agents' own process); undefined on PGlite. */
+  url: string | undefined;
   close(): Promise<void>;
 }
 
 async function openLab(backend: Backend, workers: number, nodeCount: number): Promise<Lab> {
   let raw: SqlDatabase;
   let aux: SqlDatabase;
+  let url: string | undefined;
   let release: () => Promise<void>;
   if (backend === 'postgres') {
     const scratch = await createBenchDatabase(baseUrl);
+    url = scratch.url;
     // Every reconciler in flight holds at most one connection; a few more for claims, completions and heartbeats.
     raw = createPostgresDatabase({ url: scratch.url, max: workers * concurrency + 4 });
     aux = createPostgresDatabase({ url: scratch.url, max: AGENT_CONCURRENCY + 2 });
@@ -150,6 +156,7 @@ async function openLab(backend: Backend, workers: number, nodeCount: number): Pr
       aux,
       compute,
       nodes,
+      url,
       async close() {
         await compute.close();
         await release();
@@ -260,7 +267,7 @@ async function tally(sql: SqlExecutor): Promise<{ steps: number; transitions: nu
 }
 
 /** For each answered command, the time from its result to the creation of the next command of its workflow (ms). */
-async function resultToNextCommand(sql: SqlExecutor, agents: BulkAgents): Promise<number[]> {
+async function resultToNextCommand(sql: SqlExecutor, agents: BulkAgents | AgentsProcess): Promise<number[]> {
   const { rows } = await sql.query<{ id: string; workflow_id: string; created_at: Date }>(
     "SELECT id, workflow_id, created_at FROM commands WHERE kind = 'bench.ping' ORDER BY workflow_id, created_at, id",
   );
@@ -279,7 +286,10 @@ async function measure(backend: Backend, workers: number, workload: Workload): P
   const what = `${backend}, ${workers} worker${workers > 1 ? 's' : ''}, ${workload}`;
   console.error(`${what}: setting up`);
   const lab = await openLab(backend, workers, workload === 'probe' ? PROBES : workflows);
-  const agents = new BulkAgents(lab.aux, lab.compute, 'bench.ping', AGENT_CONCURRENCY);
+  const agents =
+    backend === 'postgres' && AGENTS_WHERE === 'process'
+      ? new AgentsProcess(lab.url as string, 'bench.ping', AGENT_CONCURRENCY)
+      : new BulkAgents(lab.aux, lab.compute, 'bench.ping', AGENT_CONCURRENCY);
   try {
     const stepsEach = workload === 'control-plane' ? NOOP_STEPS : AGENT_STEPS;
     if (workload !== 'probe') {
@@ -295,7 +305,7 @@ async function measure(backend: Backend, workers: number, workload: Workload): P
     const ticksBefore = machineTicks();
     const started = Date.now();
     const deadline = started + timeoutMs;
-    if (workload !== 'control-plane') agents.start();
+    if (workload !== 'control-plane') await agents.start();
     await lab.compute.startWorkers(workers);
     let settled: Settled = { succeeded: 0, failed: 0, timedOut: false };
     if (workload === 'probe') {

@@ -37,11 +37,12 @@ function stepsParam(writes: StagedWrites): string {
 
 /**
  * Writes staged transitions in one statement: the workflow row (its revision bumped), every changed step, the
- * command an agent step sends, and the events in order. With a `guard` (no transaction around it) the statement writes only while the workflow's revision
- * is still the one planned from, its node's labels are still those the plan read, and the worker still holds its shard
- * lease (else INVALID_STATE `fenced`, as a fenced transaction would be); it returns the new revision, or undefined
- * when the plan was stale and nothing was written. Inside a transaction that locked the workflow, pass no guard. A
- * staged command whose key is taken already fails the statement as a unique violation, and nothing is written.
+ * command an agent step sends, and the events in order. With a `guard` (no transaction around it) the statement writes
+ * only while the workflow's revision is still the one planned from, its node's labels are still those the plan read,
+ * and the worker still holds its shard lease (else INVALID_STATE `fenced`, as a fenced transaction would be); it
+ * returns the new revision, or undefined when the plan was stale and nothing was written. Inside a transaction that
+ * locked the workflow, pass no guard. A staged command whose key is taken already fails the statement as a unique
+ * violation, and nothing is written.
  *
  * @example
  * ```ts
@@ -74,7 +75,8 @@ export async function flushWrites(
   if (writes.command) {
     const node = param(writes.command.nodeId);
     conditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${node})`);
-    sent = `sent AS (${stagedCommandInsertSql(param(stagedCommandParam(writes.command)), '$2', 'EXISTS (SELECT 1 FROM wf)')}),`;
+    const command = param(stagedCommandParam(writes.command));
+    sent = `sent AS (${stagedCommandInsertSql(command, '$2', 'EXISTS (SELECT 1 FROM wf)')}),`;
   }
   if (guard) {
     conditions.push(`revision = ${param(guard.revision)}`);

@@ -97,9 +97,9 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * locks among them) is the one it planned from, the node's labels are those it evaluated `when` on, and the worker
  * holds its shard; a stale plan is read again and planned anew. A node step's command is inserted by that same
  * statement. What a plan cannot do alone (send a site step's command, read a command, queue the owner, set the host
- * config) runs in a transaction with the workflow row locked. Control-plane steps run
- * between, outside any transaction; the reconciler asks to be queued again at the next moment it cares about (a
- * command poll, a stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against
+ * config) runs in a transaction with the workflow row locked. Control-plane steps run between, outside any
+ * transaction; the reconciler asks to be queued again at the next moment it cares about (a command poll, a
+ * stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against
  * `configUnits` (the built-ins by default).
  *
  * @example
@@ -150,9 +150,9 @@ export function workflowReconciler(
       }
       if (decision === undefined) {
         // Stale (or a staged command's key was taken): something changed the workflow (a verb, the node's labels)
-        // since it was read. An ended run is
-        // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
-        // pass's budget, so a workflow changed without pause cannot hold the worker.
+        // since it was read. An ended run is settled against the workflow as it is now, or not at all if it no
+        // longer runs. It counts against the pass's budget, so a workflow changed without pause cannot hold the
+        // worker.
         snapshot = undefined;
         transitions += 1;
         continue;

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { bigint, boolean, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import { tstz } from './columns';
 
@@ -29,6 +30,8 @@ export const workItems = pgTable(
     primaryKey({ columns: [t.kind, t.key] }),
     index('work_items_due_idx').on(t.shard, t.notBefore),
     index('work_items_not_before_idx').on(t.notBefore),
+    // Claims read urgent items in due order apart from routine ones, without walking the whole backlog.
+    index('work_items_urgent_idx').on(t.notBefore).where(sql`urgent`),
   ],
 );
 

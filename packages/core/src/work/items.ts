@@ -84,29 +84,41 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
     params.push([...filter.shards]);
     scope += ` AND w.shard = ANY($${params.length}::int[])`;
   }
-  let where = `w.not_before <= $1 AND ${scope}`;
+  const where = `w.not_before <= $1 AND ${scope}`;
+  // The lease check applies to what was picked, not while picking: as a join it made the planner read and sort the
+  // whole backlog instead of walking the index to the limit.
+  let held = 'TRUE';
   if (filter.leaseHolder !== undefined) {
     params.push(filter.leaseHolder);
-    where += ` AND EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = w.shard AND l.worker_id = $${params.length})`;
+    held = `EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = r.shard AND l.worker_id = $${params.length})`;
   }
   const distinct = filter.distinctKeys ?? true;
   // The next due item: a row of its own after the claimed ones, read in the statement's snapshot, where the claimed
-  // rows still look due, hence the exclusion of their keys.
+  // rows still look due, hence the exclusion of their keys. ORDER BY … LIMIT 1 walks the not_before index and stops
+  // at the first row (a min() beside the anti-join would read the whole queue).
   const next = withNext
-    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT min(w.not_before) FROM work_items w
-         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key))`
+    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT w.not_before FROM work_items w
+         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1)`
     : '';
   // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
-  // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier.
+  // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier:
+  // each kind is read in not_before order from an index of its own (so a claim reads about the limit, whatever the
+  // backlog) and the two are merged; the global first `limit` are among the first 2 × limit of their kind.
   const { rows } = await db.query<ItemRow>(
-    `WITH candidates AS (
-       SELECT w.kind, w.key, ${CLAIM_ORDER} AS claim_order FROM work_items w WHERE ${where}
-       ORDER BY claim_order, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+    `WITH urgent_candidates AS (
+       SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order
+       FROM work_items w WHERE ${where} AND w.urgent
+       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+     ), routine_candidates AS (
+       SELECT w.kind, w.key, w.shard, w.not_before AS claim_order FROM work_items w WHERE ${where} AND NOT w.urgent
+       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+     ), candidates AS (
+       SELECT * FROM urgent_candidates UNION ALL SELECT * FROM routine_candidates
      ), ranked AS (
        SELECT kind, key, claim_order,
          ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY claim_order, kind)' : '1'} AS nth
-       FROM candidates
+       FROM candidates r WHERE ${held}
      ), chosen AS (
        SELECT kind, key, claim_order FROM ranked WHERE nth = 1 ORDER BY claim_order, kind, key LIMIT $4
      ), claimed AS (
@@ -141,5 +153,3 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
-
-const CLAIM_ORDER = `CASE WHEN w.urgent THEN w.not_before - interval '${URGENT_LEAD_MS} milliseconds' ELSE w.not_before END`;

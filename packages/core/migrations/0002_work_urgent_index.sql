@@ -1,0 +1,1 @@
+CREATE INDEX "work_items_urgent_idx" ON "work_items" USING btree ("not_before") WHERE urgent;

@@ -19,6 +19,7 @@ import {
 import type {
   AgentCommandRef,
   Command,
+  CommandKindDefinition,
   CommandKindEntry,
   CommandKindRegistry,
   CommandPolicy,
@@ -203,6 +204,8 @@ export async function expireDueCommands(tx: SqlExecutor, now: Date, work: WorkQu
 export function createCommandQueue(options: CommandQueueOptions): KernelCommandQueue {
   const { kinds, clock, work } = options;
   const policies = [...(options.policies ?? [])];
+  const policiesFor = (kind: CommandKindDefinition) =>
+    policies.filter((policy) => policy.appliesTo === undefined || policy.appliesTo(kind));
 
   async function findByKey(sql: SqlExecutor, nodeId: string, key: string): Promise<Command | undefined> {
     requireText(nodeId, ['nodeId']);
@@ -235,8 +238,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
   }
 
   async function stage(input: NewCommand): Promise<StagedCommand | undefined> {
-    const { payload } = await checked(input);
-    if (policies.length > 0) return undefined;
+    const { kind, payload } = await checked(input);
+    if (policiesFor(kind.definition).length > 0) return undefined;
     const optional = (['batchId', 'workflowId', 'stepId', 'targetNodeId'] as const).filter(
       (field) => input[field] !== undefined,
     );
@@ -264,9 +267,10 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
     if (!row) throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
     if (row.id !== null) return expireIfDue(tx, work, toCommand(row), clock.now());
     const tenantId = row.node_tenant_id;
+    const applicable = policiesFor(kind.definition);
     const create = async (sql: SqlExecutor): Promise<Command> => {
       const command: NewCommand & { tenantId: string } = { ...input, payload, tenantId };
-      for (const policy of policies) await policy(sql, command, kind.definition);
+      for (const policy of applicable) await policy(sql, command, kind.definition);
       const now = clock.now();
       const { rows } = await sql.query<CommandRow>(
         `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id, workflow_id,
@@ -297,7 +301,7 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       return raced;
     };
     // A policy may run statements of its own: in a savepoint, so one that fails leaves the caller's transaction usable.
-    return policies.length > 0 ? tx.transaction(create) : create(tx);
+    return applicable.length > 0 ? tx.transaction(create) : create(tx);
   }
 
   function agentMove(tx: SqlExecutor, ref: AgentCommandRef, to: CommandState, change: Change = {}) {

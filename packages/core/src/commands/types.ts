@@ -85,8 +85,8 @@ export interface CommandQueue {
   enqueue(tx: SqlExecutor, command: NewCommand): Promise<Command>;
   /**
    * Checks a new command as `enqueue` does (the same errors), without the database, and gives it its id, for a caller
-   * that writes it with `stagedCommandInsertSql` in its own statement. Undefined when command policies are installed:
-   * they run in the transaction, so such a command goes through `enqueue`. The kernel's queue has it; a test double
+   * that writes it with `stagedCommandInsertSql` in its own statement. Undefined when a command policy applies to its
+   * kind: policies run in the transaction, so such a command goes through `enqueue`. The kernel's queue has it; a test double
    * may leave it out, and callers then use `enqueue`.
    */
   stage?(command: NewCommand): Promise<StagedCommand | undefined>;
@@ -95,12 +95,28 @@ export interface CommandQueue {
   cancel(tx: SqlExecutor, id: string, reason: string): Promise<Command>;
 }
 
-/** A hook every enqueue passes through (the destructive-batch quorum is one); it throws to refuse. */
-export type CommandPolicy = (
+/**
+ * A hook every enqueue of a new command passes through (the destructive-batch quorum is one); it throws to refuse.
+ * `appliesTo`, when given, names the kinds it looks at: a command of any other kind skips it, and can then be staged
+ * (`commands.stage`) rather than enqueued. Without it the policy sees every kind.
+ *
+ * @example
+ * ```ts
+ * const refuseWipes: CommandPolicy = Object.assign(
+ *   async (_tx: SqlExecutor, command: NewCommand) => {
+ *     throw new ComputeError('PERMISSION_DENIED', `${command.kind} needs an operator`);
+ *   },
+ *   { appliesTo: (kind: CommandKindDefinition) => kind.destructive === true },
+ * );
+ * ```
+ */
+export type CommandPolicy = ((
   tx: SqlExecutor,
   command: NewCommand & { tenantId: string },
   kind: CommandKindDefinition,
-) => Promise<void>;
+) => Promise<void>) & {
+  readonly appliesTo?: (kind: CommandKindDefinition) => boolean;
+};
 
 /** A command kind together with the module that registered it. */
 export interface CommandKindEntry {

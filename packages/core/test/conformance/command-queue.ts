@@ -274,6 +274,22 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect(seen).toEqual(['acme:node.reboot:a', 'acme:boot.kexec:b']);
       expect(await queue.findByKey(db, nodeId, 'b')).toBeUndefined();
     });
+
+    it('runs a policy only for the kinds its appliesTo names', async () => {
+      const seen: string[] = [];
+      const policy: CommandPolicy = Object.assign(
+        async (_tx: SqlExecutor, command: { key: string }) => void seen.push(command.key),
+        { appliesTo: (kind: CommandKindDefinition) => kind.destructive === true },
+      );
+      const scoped = createCommandQueue({ kinds, clock, work: recordingWork, policies: [policy] });
+      await db.transaction((tx) =>
+        scoped.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key: 'plain', notAfter: hour() }),
+      );
+      await db.transaction((tx) =>
+        scoped.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 'k' }, key: 'wipe', notAfter: hour() }),
+      );
+      expect(seen).toEqual(['wipe']);
+    });
   });
 
   describe('stage', () => {
@@ -336,7 +352,7 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect((await db.query('SELECT 1 FROM commands')).rowCount).toBe(1);
     });
 
-    it('declines (undefined) when policies are installed: they run in the transaction, through enqueue', async () => {
+    it('declines (undefined) when a policy applies to the kind: policies run in the transaction, through enqueue', async () => {
       const guarded = createCommandQueue({ kinds, clock, work: recordingWork, policies: [async () => undefined] });
       const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
       await expect(guarded.stage?.(base)).resolves.toBeUndefined();
@@ -344,6 +360,14 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       await expect(guarded.stage?.({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
         code: 'INVALID_CONFIG',
       });
+      // A policy that names the kinds it looks at leaves the others to stage.
+      const destructiveOnly: CommandPolicy = Object.assign(async () => undefined, {
+        appliesTo: (kind: CommandKindDefinition) => kind.destructive === true,
+      });
+      const scoped = createCommandQueue({ kinds, clock, work: recordingWork, policies: [destructiveOnly] });
+      expect(await scoped.stage?.(base)).toMatchObject({ kind: 'node.reboot' });
+      const kexecInput = { ...base, kind: 'boot.kexec', payload: { kernel: 'k' } };
+      await expect(scoped.stage?.(kexecInput)).resolves.toBeUndefined();
     });
   });
 

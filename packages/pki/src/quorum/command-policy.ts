@@ -1,4 +1,4 @@
-import { type Clock, type CommandPolicy, ComputeError } from '@better-compute/core';
+import { type Clock, type CommandKindDefinition, type CommandPolicy, ComputeError } from '@better-compute/core';
 import { countValidApprovals, getBatch } from './batches';
 import type { Quorum } from './quorum-config';
 
@@ -11,7 +11,8 @@ function outOfScope(reason: string, message: string, path: string[]): ComputeErr
  * command needs a batch (else INVALID_STATE `batch-required`) that exists, is in the command's tenant, names its node
  * and kind and has not expired (else INVALID_INPUT `batch-unknown`, `batch-tenant-out-of-scope`,
  * `batch-node-out-of-scope`, `batch-kind-out-of-scope`, `batch-expired`), and has at least `threshold` valid
- * signatures (else INVALID_STATE `batch-unapproved`). Commands that are not destructive pass.
+ * signatures (else INVALID_STATE `batch-unapproved`). Commands that are not destructive pass; its `appliesTo` says so,
+ * so they skip it.
  *
  * @example
  * ```ts
@@ -19,7 +20,7 @@ function outOfScope(reason: string, message: string, path: string[]): ComputeErr
  * ```
  */
 export function quorumCommandPolicy(quorum: Quorum | undefined, clock: Clock): CommandPolicy {
-  return async (tx, command, kind) => {
+  const check: CommandPolicy = async (tx, command, kind) => {
     if (!quorum || !kind.destructive) return;
     if (!command.batchId) {
       throw new ComputeError('INVALID_STATE', `${command.kind} is destructive and needs an approved batch`, {
@@ -42,4 +43,9 @@ export function quorumCommandPolicy(quorum: Quorum | undefined, clock: Clock): C
       });
     }
   };
+  // Only destructive kinds (and only with approvers) are looked at: the others skip it, and the engine may write
+  // them with the transition that sends them.
+  return Object.assign(check, {
+    appliesTo: (kind: CommandKindDefinition) => quorum !== undefined && kind.destructive === true,
+  });
 }

@@ -73,6 +73,13 @@ describe('the destructive-batch quorum', () => {
     await expect(policy(h.pki, cmd(status), status)).resolves.toBeUndefined();
   });
 
+  it('says it applies to destructive kinds only, and to none without approvers', () => {
+    const appliesTo = h.pki.module.commandPolicy?.appliesTo;
+    expect([appliesTo?.(wipe), appliesTo?.(status)]).toEqual([true, false]);
+    const open = pki({ key: h.key, clock: h.clock });
+    expect(open.module.commandPolicy?.appliesTo?.(wipe)).toBe(false);
+  });
+
   it('refuses a destructive command with no batch as batch-required', async () => {
     const error = await computeErrorOf(policy(h.pki, cmd(wipe), wipe), 'INVALID_STATE');
     expect(error.details.reason).toBe('batch-required');

@@ -240,19 +240,7 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
   async function stage(input: NewCommand): Promise<StagedCommand | undefined> {
     const { kind, payload } = await checked(input);
     if (policiesFor(kind.definition).length > 0) return undefined;
-    const optional = (['batchId', 'workflowId', 'stepId', 'targetNodeId'] as const).filter(
-      (field) => input[field] !== undefined,
-    );
-    return {
-      id: newId('cmd'),
-      nodeId: input.nodeId,
-      kind: input.kind,
-      payload,
-      key: input.key,
-      notAfter: input.notAfter,
-      ...Object.fromEntries(optional.map((field) => [field, input[field]])),
-      ...(input.wake ? { wake: { kind: input.wake.kind, key: input.wake.key } } : {}),
-    };
+    return { ...input, id: newId('cmd'), payload };
   }
 
   async function enqueue(tx: SqlExecutor, input: NewCommand): Promise<Command> {

@@ -70,11 +70,13 @@ export async function flushWrites(
   const conditions: string[] = [];
   let fence = '';
   // An agent step's command, sent by the same statement: inserted only with the workflow's change (a stale plan sends
-  // nothing), and never without it (its node is there, or the statement writes nothing).
+  // nothing), and never without it (its node is there, or the statement writes nothing; a guard's labels check below
+  // already reads that node).
   let sent = '';
   if (writes.command) {
-    const node = param(writes.command.nodeId);
-    conditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${node})`);
+    if (!guard || w.node?.id !== writes.command.nodeId) {
+      conditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${param(writes.command.nodeId)})`);
+    }
     const command = param(stagedCommandParam(writes.command));
     sent = `sent AS (${stagedCommandInsertSql(command, '$2', 'EXISTS (SELECT 1 FROM wf)')}),`;
   }

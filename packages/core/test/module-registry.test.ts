@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ComputeModule } from '../src/kernel';
+import type { ComputeModule, Reconciler } from '../src/kernel';
 import { buildModuleRegistry, definePlugin } from '../src/kernel';
 
 function thrown(fn: () => unknown): { code?: string; message?: string; details?: Record<string, unknown> } {
@@ -103,6 +103,30 @@ describe('buildModuleRegistry', () => {
         }),
       ),
     ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 1, 'api', 'nodes'] } });
+  });
+
+  it('refuses a reconciler preload that is not { sql(key) } returning an SQL expression, and keeps a good one', () => {
+    const bad: unknown[] = [
+      'SELECT 1',
+      { sql: 'SELECT 1' },
+      { sql: () => 42 },
+      { sql: () => '  ' },
+      {
+        sql: () => {
+          throw new Error('no');
+        },
+      },
+    ];
+    for (const preload of bad) {
+      const sweep = Object.assign(async () => undefined, { preload }) as unknown as Reconciler;
+      expect(thrown(() => buildModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep } }] }))).toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { path: ['modules', 0, 'reconcilers', 'sweep', 'preload'] },
+      });
+    }
+    const good = Object.assign(async () => undefined, { preload: { sql: (key: string) => `(SELECT ${key})` } });
+    const registry = buildModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep: good } }] });
+    expect(registry.reconcilers.get('sweep')?.preload?.sql('k')).toBe('(SELECT k)');
   });
 
   it('orders modules so dependencies come first', () => {

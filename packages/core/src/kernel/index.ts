@@ -2,5 +2,13 @@ export { type BetterComputeOptions, betterCompute, type Compute, type RunningWor
 export { assertModuleId, type ComputePlugin, definePlugin, type PluginDefinition } from './define-plugin';
 export type { Finding, FindingSeverity, FindingsProvider } from './findings';
 export { type LogFields, type Logger, silentLogger } from './logger';
-export type { ComputeModule, Extension, ModuleContext, Reconciler, StartWorkflowInput, WorkflowsPort } from './module';
+export type {
+  ComputeModule,
+  Extension,
+  ModuleContext,
+  Reconciler,
+  ReconcilerPreload,
+  StartWorkflowInput,
+  WorkflowsPort,
+} from './module';
 export { buildModuleRegistry, type ModuleRegistry } from './registry';

@@ -68,14 +68,44 @@ export interface ModuleContext {
   config: Readonly<Record<string, unknown>>;
   /** In a reconciler run by a worker: aborted when that worker starts to stop. Undefined elsewhere. */
   signal?: AbortSignal;
+  /**
+   * In a reconciler with a {@link ReconcilerPreload}: what the claim read for this item (the expression's value as
+   * JSON, `null` for SQL NULL). Absent when nothing was preloaded (no preload, an in-memory queue, or an enqueue that
+   * committed while the claim ran): the reconciler then reads for itself.
+   */
+  preloaded?: unknown;
+}
+
+/**
+ * A read the claim makes for a reconciler, in the claim's own statement, so a pass starts without a round trip of
+ * its own. `sql(key)` returns a scalar SQL expression (a parenthesised subquery, typically) of the claimed item's key,
+ * given as the SQL expression `key` (a text value); its value reaches the reconciler as `ctx.preloaded`, converted by
+ * `to_json`. It is read in the claim's snapshot: like any unlocked read it may be stale by the time the pass writes,
+ * and a wake that committed while the claim ran withholds it. It must not write and must not fail: the worker checks
+ * it once at start and claims without it if it does.
+ *
+ * @example
+ * ```ts
+ * const reconcile: Reconciler = async (key, ctx) => {
+ *   const node = ctx.preloaded !== undefined ? ctx.preloaded : await readNode(ctx.sql, key);
+ * };
+ * const withPreload = Object.assign(reconcile, {
+ *   preload: { sql: (key: string) => `(SELECT to_json(n) FROM nodes n WHERE n.id = ${key})` },
+ * });
+ * ```
+ */
+export interface ReconcilerPreload {
+  readonly sql: (key: string) => string;
 }
 
 /**
  * A reconciler: called with a work item's key by the worker that owns its shard. Return `{ requeueAfterMs }` to run
- * again later; throw to be retried with backoff.
+ * again later; throw to be retried with backoff. It may carry a `preload` (see {@link ReconcilerPreload}).
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for nothing may simply return
-export type Reconciler = (key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>;
+export type Reconciler = ((key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>) & {
+  readonly preload?: ReconcilerPreload;
+};
 
 /** Something a module contributes for another module to pick up, e.g. a workflow step (`extension: 'step'`). */
 export interface Extension {

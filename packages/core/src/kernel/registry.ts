@@ -112,6 +112,7 @@ export function buildModuleRegistry(input: {
           details: { path: [...path, 'reconcilers', kind] },
         });
       }
+      checkPreload(reconciler, kind, [...path, 'reconcilers', kind, 'preload']);
       const previous = reconcilerOwners.get(kind);
       if (previous) throw duplicate(`reconciler '${kind}'`, previous, owner, [...path, 'reconcilers', kind]);
       reconcilerOwners.set(kind, owner);
@@ -150,4 +151,24 @@ export function buildModuleRegistry(input: {
     extensions,
     get: (id) => byId.get(id),
   };
+}
+
+/** A reconciler's preload, if any, is `{ sql(key) }` returning an SQL expression (checked with a sample key). */
+function checkPreload(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
+  const preload: unknown = reconciler.preload;
+  if (preload === undefined) return;
+  const build = typeof preload === 'object' && preload !== null ? (preload as { sql?: unknown }).sql : undefined;
+  let sample: unknown;
+  try {
+    sample = typeof build === 'function' ? build('w.key') : undefined;
+  } catch {
+    sample = undefined;
+  }
+  if (typeof sample !== 'string' || sample.trim() === '') {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `reconciler '${kind}' has a preload that is not { sql(key) } returning an SQL expression`,
+      { details: { path } },
+    );
+  }
 }

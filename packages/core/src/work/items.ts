@@ -10,6 +10,12 @@ export interface ClaimedItem {
   seq: number;
   attempts: number;
   notBefore: Date;
+  /**
+   * What the kind's preload read in the claim's statement (see {@link ClaimFilter.preload}); absent when the kind has
+   * none, or when an enqueue committed between the statement's snapshot and its lock on the item (the read would miss
+   * what that wake was for).
+   */
+  preloaded?: unknown;
 }
 
 /** Which due items to claim. */
@@ -26,6 +32,11 @@ export interface ClaimFilter {
   leaseHolder?: string;
   /** At most one item per key (for concurrent processing). Default true. */
   distinctKeys?: boolean;
+  /**
+   * By kind: a scalar SQL expression of the claimed item's key (given as an SQL expression), read by the claim's own
+   * statement and returned as the item's `preloaded` (see `ReconcilerPreload`).
+   */
+  preload?: ReadonlyMap<string, (key: string) => string>;
 }
 
 interface ItemRow {
@@ -37,6 +48,8 @@ interface ItemRow {
   not_before: Date;
   claim_order: Date;
   next_due: Date | null;
+  preload_ok: boolean | null;
+  preloaded: unknown;
 }
 
 /**
@@ -98,8 +111,10 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // at the first row (a min() beside the anti-join would read the whole queue).
   const next = withNext
     ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT w.not_before FROM work_items w
-         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1)`
+         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1),
+         NULL, NULL`
     : '';
+  const preload = preloadColumns(filter.preload, params);
   // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
   // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier:
@@ -126,7 +141,8 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
        FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order
      )
-     SELECT kind, key, shard, seq, attempts, not_before, claim_order, NULL::timestamptz AS next_due FROM claimed
+     SELECT c.kind, c.key, c.shard, c.seq, c.attempts, c.not_before, c.claim_order, NULL::timestamptz AS next_due,
+       ${preload.columns} FROM claimed c ${preload.join}
      ${next}`,
     params,
   );
@@ -146,8 +162,32 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
       seq: r.seq,
       attempts: r.attempts,
       notBefore: r.not_before,
+      ...(r.preload_ok === true && filter.preload?.has(r.kind) ? { preloaded: r.preloaded } : {}),
     }));
   return { items, nextDueAt: nextDue ? new Date(nextDue) : undefined };
+}
+
+/**
+ * The claim's `preload_ok` and `preloaded` columns. A preload is read in the statement's snapshot, but the item's row
+ * is locked as last committed: an enqueue that committed in between (seq bumped) is for something the snapshot does
+ * not show, so then nothing is preloaded and the reconciler reads for itself. The subquery on work_items reads the
+ * snapshot's version, which the claim's own update does not change.
+ */
+function preloadColumns(
+  preload: ReadonlyMap<string, (key: string) => string> | undefined,
+  params: unknown[],
+): { columns: string; join: string } {
+  if (!preload || preload.size === 0)
+    return { columns: 'NULL::boolean AS preload_ok, NULL::json AS preloaded', join: '' };
+  const branches = [...preload].map(([kind, build]) => {
+    params.push(kind);
+    return `WHEN c.kind = $${params.length} THEN to_json(${build('c.key')})`;
+  });
+  return {
+    columns: `p.ok AS preload_ok, CASE WHEN NOT p.ok THEN NULL ${branches.join(' ')} END AS preloaded`,
+    join: `CROSS JOIN LATERAL (SELECT coalesce((SELECT s.seq FROM work_items s
+       WHERE s.kind = c.kind AND s.key = c.key) = c.seq, false) AS ok) p`,
+  };
 }
 
 function cmp(a: string, b: string): number {

@@ -63,8 +63,12 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
     return { outcome: 'failed', error };
   }
   try {
-    const ctx = input.makeContext(input.sql);
-    return checkResult(await reconciler(item.key, input.signal ? { ...ctx, signal: input.signal } : ctx));
+    const ctx = {
+      ...input.makeContext(input.sql),
+      ...(input.signal ? { signal: input.signal } : {}),
+      ...('preloaded' in item ? { preloaded: item.preloaded } : {}),
+    };
+    return checkResult(await reconciler(item.key, ctx));
   } catch (error) {
     return { outcome: 'failed', error };
   }

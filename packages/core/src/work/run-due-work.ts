@@ -5,6 +5,7 @@ import type { ModuleContext, Reconciler } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { resolveBackoff } from './backoff';
 import { claimDueItems } from './items';
+import { ClaimPreloads } from './preloads';
 import { processItem } from './process-item';
 import type { BackoffOptions, WorkItemReport } from './types';
 
@@ -23,6 +24,18 @@ export interface RunDueWorkOptions {
   log?: Logger;
   /** Called after each item with how it ended. */
   onItem?: (report: WorkItemReport) => void;
+}
+
+// One per set of reconcilers, so preloads turned off after a failing claim stay off across passes.
+const preloadsByReconcilers = new WeakMap<ReadonlyMap<string, Reconciler>, ClaimPreloads>();
+
+function preloadsFor(reconcilers: ReadonlyMap<string, Reconciler>, log: Logger): ClaimPreloads {
+  let preloads = preloadsByReconcilers.get(reconcilers);
+  if (!preloads) {
+    preloads = new ClaimPreloads(reconcilers, log);
+    preloadsByReconcilers.set(reconcilers, preloads);
+  }
+  return preloads;
 }
 
 /**
@@ -44,13 +57,17 @@ export async function runDueWork(options: RunDueWorkOptions): Promise<number> {
   }
   const backoff = resolveBackoff(options.backoff);
   const log = options.log ?? silentLogger;
-  const items = await claimDueItems(options.db, {
+  const filter = {
     claimant: 'run-due-work',
     now: options.clock.now(),
     limit,
     distinctKeys: false,
     ...(options.shards ? { shards: options.shards } : {}),
-  });
+  };
+  const { items } = await preloadsFor(options.reconcilers, log).claim(async (preload) => ({
+    items: await claimDueItems(options.db, { ...filter, ...preload }),
+    nextDueAt: undefined,
+  }));
   for (const item of items) {
     const report = await processItem({ ...options, item, sql: options.db, backoff, log });
     options.onItem?.(report);

@@ -14,6 +14,7 @@ import {
   releaseLeases,
   renewLeases,
 } from './leases';
+import { ClaimPreloads } from './preloads';
 import { type DoneOrRequeued, processItem } from './process-item';
 import { assignedShards } from './shard';
 import { WORK_CHANNEL, type WorkOutcome } from './types';
@@ -46,6 +47,7 @@ class Worker implements WorkerHandle {
   readonly id: string;
   readonly #o: ResolvedWorkerOptions;
   readonly #completions: CompletionBatcher;
+  readonly #preloads: ClaimPreloads;
   // Claiming and rebalancing take turns, so a shard is never released while a claim from it is under way.
   readonly #turns = new Mutex();
   readonly #owned = new Map<number, number>(); // shard → epoch
@@ -69,6 +71,7 @@ class Worker implements WorkerHandle {
     this.#o = options;
     this.id = options.workerId;
     this.#completions = new CompletionBatcher(options.db, options.clock);
+    this.#preloads = new ClaimPreloads(options.reconcilers, options.log);
   }
 
   async start(): Promise<void> {
@@ -76,6 +79,7 @@ class Worker implements WorkerHandle {
     const now = clock.now();
     await heartbeat(db, this.id, now);
     await pruneWorkers(db, addMs(now, -Math.max(this.#o.leaseMs * 10, PRUNE_AFTER_MS)), this.id);
+    await this.#preloads.check(db);
     try {
       this.#unlisten = await db.listen(WORK_CHANNEL, (payload) => this.#onNotification(payload));
     } catch (err) {
@@ -219,14 +223,17 @@ class Worker implements WorkerHandle {
   async #claim(limit: number): Promise<{ claimed: number; nextDueAt: Date | undefined }> {
     const shards = this.#claimableShards();
     if (shards.length === 0) return { claimed: 0, nextDueAt: undefined };
-    const { items, nextDueAt } = await claimDueItemsAndNext(this.#o.db, {
+    const filter = {
       claimant: this.id,
       now: this.#o.clock.now(),
       limit,
       shards,
       busyKeys: [...this.#inFlight.keys()],
       leaseHolder: this.id,
-    });
+    };
+    const { items, nextDueAt } = await this.#preloads.claim((preload) =>
+      claimDueItemsAndNext(this.#o.db, { ...filter, ...preload }),
+    );
     for (const item of items) this.#launch(item, this.#owned.get(item.shard));
     return { claimed: items.length, nextDueAt };
   }

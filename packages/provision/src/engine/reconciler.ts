@@ -8,7 +8,7 @@ import { type RunOutcome, runControlPlaneStep } from './run-step';
 import { NeedsTransaction, StagedWrites } from './staged-writes';
 import type { StepRegistry } from './step-registry';
 import { type EngineEnv, failStep, succeedStep } from './transitions';
-import { type LoadedWorkflow, readActiveWorkflow } from './workflow-rows';
+import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readActiveWorkflow } from './workflow-rows';
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
@@ -93,6 +93,7 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * The `workflow` reconciler, keyed by node id (or workflow id). A transition is what the engine decides on one
  * happening (a step's run ended, a command settled, a deadline passed, a verb): the step settled, the steps skipped
  * after it and the next one started, or the workflow finished. It plans from the workflow as it last read or wrote it
+ * (first as the worker's claim read it, its `preload`)
  * and writes it in one statement, which commits only while the workflow's revision (bumped by every change, the verbs'
  * locks among them) is the one it planned from, the node's labels are those it evaluated `when` on, and the worker
  * holds its shard; a stale plan is read again and planned anew. A node step's command is inserted by that same
@@ -111,18 +112,19 @@ export function workflowReconciler(
   steps: StepRegistry,
   configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
 ): Reconciler {
-  return async (key: string, ctx: ModuleContext) => {
+  const reconcile = async (key: string, ctx: ModuleContext) => {
     const env: EngineEnv = { ctx, steps, configUnits };
     const lease = leaseOf(ctx.sql);
-    // What this pass last read or wrote of the key's active workflow; undefined when it must read it again.
-    let snapshot: LoadedWorkflow | undefined;
+    // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
+    // undefined when it must read it again, null when there is none.
+    let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
     let run: EndedRun | undefined;
     let transitions = 0;
     // Off for the rest of the pass once a staged command met one already under its key: enqueue then finds that one.
     let stageCommands = true;
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
-      snapshot ??= await readActiveWorkflow(ctx.sql, key);
-      if (!snapshot) return undefined;
+      if (snapshot === undefined) snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
+      if (snapshot === null) return undefined;
       const now = ctx.clock.now();
       const staged = new StagedWrites(snapshot.workflow, undefined, stageCommands);
       const planned = await plan(staged, env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now);
@@ -173,4 +175,6 @@ export function workflowReconciler(
     }
     return { requeueAfterMs: 0 };
   };
+  // The claim reads the workflow with the item, so a pass on a command's result starts planning at once.
+  return Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql } });
 }

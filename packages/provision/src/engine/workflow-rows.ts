@@ -172,7 +172,7 @@ SELECT w.*, n.id IS NOT NULL AS node_exists, n.site_id AS node_site_id, n.pool_i
    WHERE s.workflow_id = w.id AND s.state = 'waiting' LIMIT 1) AS in_flight_command
 FROM ${source} w LEFT JOIN nodes n ON n.id = w.node_id`;
 
-const ACTIVE_OF_KEY = `key = $1 AND state IN ${ACTIVE_STATES_SQL} ORDER BY created_at, id LIMIT 1`;
+const activeOfKey = (key: string) => `key = ${key} AND state IN ${ACTIVE_STATES_SQL} ORDER BY created_at, id LIMIT 1`;
 
 function loaded(rows: Raw[]): LoadedWorkflow | undefined {
   const row = rows[0];
@@ -195,8 +195,40 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
  * ```
  */
 export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
-  const { rows } = await sql.query<Raw>(selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${ACTIVE_OF_KEY})`), [key]);
+  const { rows } = await sql.query<Raw>(selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey('$1')})`), [
+    key,
+  ]);
   return loaded(rows);
+}
+
+/**
+ * What {@link readActiveWorkflow} reads, as one JSON value (null when the key has no active workflow): the `workflow`
+ * reconciler's preload, read by the worker's claim in its own statement. `key` is the SQL expression of the key.
+ *
+ * @example
+ * ```ts
+ * const reconciler = Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql } });
+ * ```
+ */
+export function activeWorkflowPreloadSql(key: string): string {
+  return `(SELECT to_json(x) FROM (${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey(key)})`)}) x)`;
+}
+
+/**
+ * The preloaded value as {@link readActiveWorkflow} would have returned it: the snapshot, `null` when the claim found
+ * no active workflow, `undefined` when nothing usable was preloaded.
+ *
+ * @example
+ * ```ts
+ * const snapshot = preloadedWorkflow(ctx) ?? (await readActiveWorkflow(ctx.sql, key));
+ * ```
+ */
+export function preloadedWorkflow(ctx: { preloaded?: unknown }): LoadedWorkflow | null | undefined {
+  if (!('preloaded' in ctx)) return undefined;
+  const value = ctx.preloaded;
+  if (value === null) return null;
+  if (typeof value !== 'object' || !Array.isArray((value as Raw).steps)) return undefined;
+  return loaded([value as Raw]);
 }
 
 /**

@@ -13,8 +13,10 @@ export { type RunDueWorkOptions, runDueWork } from './run-due-work';
 export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {
   type BackoffOptions,
+  parseWorkNotification,
   type ReconcileResult,
   URGENT_LEAD_MS,
+  URGENT_SUFFIX,
   WORK_CHANNEL,
   type WorkItemReport,
   type WorkOutcome,

@@ -10,6 +10,8 @@ export interface ClaimedItem {
   seq: number;
   attempts: number;
   notBefore: Date;
+  /** Claimed as urgent (ahead of routine items; see `WorkRequest.urgent`). */
+  urgent: boolean;
   /**
    * What the kind's preload read in the claim's statement (see {@link ClaimFilter.preload}); absent when the kind has
    * none, or when an enqueue committed between the statement's snapshot and its lock on the item (the read would miss
@@ -24,6 +26,8 @@ export interface ClaimFilter {
   claimant: string;
   now: Date;
   limit: number;
+  /** Of those, at most this many routine (not urgent) items; default `limit`. A worker keeps room for urgent ones. */
+  routineLimit?: number;
   /** Only these shards; every shard when omitted. */
   shards?: readonly number[];
   /** Keys already in flight here: never a second item with the same key at once. */
@@ -91,7 +95,16 @@ export function claimDueItemsAndNext(db: SqlExecutor, filter: ClaimFilter): Prom
 }
 
 async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): Promise<ClaimAndNext> {
-  const params: unknown[] = [filter.now, [...(filter.busyKeys ?? [])], filter.limit * 2, filter.limit, filter.claimant];
+  const routineLimit = Math.min(filter.limit, filter.routineLimit ?? filter.limit);
+  const params: unknown[] = [
+    filter.now,
+    [...(filter.busyKeys ?? [])],
+    filter.limit * 2,
+    filter.limit,
+    filter.claimant,
+    routineLimit * 2,
+    routineLimit,
+  ];
   let scope = 'NOT (w.key = ANY($2::text[]))';
   if (filter.shards) {
     params.push([...filter.shards]);
@@ -119,23 +132,31 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
   // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier:
   // each kind is read in not_before order from an index of its own (so a claim reads about the limit, whatever the
-  // backlog) and the two are merged; the global first `limit` are among the first 2 × limit of their kind.
+  // backlog) and the two are merged; the global first `limit` are among the first 2 × limit of their kind. Routine
+  // items are capped at $7 (read: twice that, $6).
   const { rows } = await db.query<ItemRow>(
     `WITH urgent_candidates AS (
-       SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order
+       SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order,
+         true AS urgent
        FROM work_items w WHERE ${where} AND w.urgent
        ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
      ), routine_candidates AS (
-       SELECT w.kind, w.key, w.shard, w.not_before AS claim_order FROM work_items w WHERE ${where} AND NOT w.urgent
-       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+       SELECT w.kind, w.key, w.shard, w.not_before AS claim_order, false AS urgent
+       FROM work_items w WHERE ${where} AND NOT w.urgent
+       ORDER BY w.not_before, w.kind, w.key LIMIT $6 FOR UPDATE OF w SKIP LOCKED
      ), candidates AS (
        SELECT * FROM urgent_candidates UNION ALL SELECT * FROM routine_candidates
      ), ranked AS (
-       SELECT kind, key, claim_order,
+       SELECT kind, key, claim_order, urgent,
          ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY claim_order, kind)' : '1'} AS nth
        FROM candidates r WHERE ${held}
+     ), firsts AS (
+       SELECT kind, key, claim_order, urgent,
+         row_number() OVER (PARTITION BY urgent ORDER BY claim_order, kind, key) AS nth_of_class
+       FROM ranked WHERE nth = 1
      ), chosen AS (
-       SELECT kind, key, claim_order FROM ranked WHERE nth = 1 ORDER BY claim_order, kind, key LIMIT $4
+       SELECT kind, key, claim_order FROM firsts WHERE urgent OR nth_of_class <= $7
+       ORDER BY claim_order, kind, key LIMIT $4
      ), claimed AS (
        UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
        FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
@@ -162,6 +183,7 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
       seq: r.seq,
       attempts: r.attempts,
       notBefore: r.not_before,
+      urgent: new Date(r.claim_order).getTime() < new Date(r.not_before).getTime(),
       ...(r.preload_ok === true && filter.preload?.has(r.kind) ? { preloaded: r.preloaded } : {}),
     }));
   return { items, nextDueAt: nextDue ? new Date(nextDue) : undefined };

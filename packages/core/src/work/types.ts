@@ -75,11 +75,31 @@ export interface WorkItemReport {
 }
 
 /**
- * The channel every enqueue notifies, with the item's shard as the payload.
+ * The channel every enqueue notifies. The payload is the item's shard, followed by ` urgent` for an urgent wake
+ * (`12`, `12 urgent`); {@link parseWorkNotification} reads it.
  *
  * @example
  * ```ts
- * await db.listen(WORK_CHANNEL, (shard) => console.log('work for shard', Number(shard)));
+ * await db.listen(WORK_CHANNEL, (payload) => console.log('work for shard', parseWorkNotification(payload)?.shard));
  * ```
  */
 export const WORK_CHANNEL = 'bc_work';
+
+/** What follows the shard in the payload of an urgent wake's notification. */
+export const URGENT_SUFFIX = ' urgent';
+
+/**
+ * A {@link WORK_CHANNEL} payload read: the shard, and whether the wake was urgent; undefined for anything else.
+ *
+ * @example
+ * ```ts
+ * parseWorkNotification('12 urgent'); // { shard: 12, urgent: true }
+ * parseWorkNotification('7'); // { shard: 7, urgent: false }
+ * ```
+ */
+export function parseWorkNotification(payload: string): { shard: number; urgent: boolean } | undefined {
+  const urgent = payload.endsWith(URGENT_SUFFIX);
+  const digits = urgent ? payload.slice(0, -URGENT_SUFFIX.length) : payload;
+  if (!/^\d{1,9}$/.test(digits)) return undefined;
+  return { shard: Number(digits), urgent };
+}

@@ -2,7 +2,7 @@ import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
 import type { SqlExecutor } from '../sql/executor';
 import { assertShardCount, DEFAULT_SHARDS, shardOf } from './shard';
-import { WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
+import { URGENT_SUFFIX, WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
 
 /** Options of {@link createWorkQueue}. */
 export interface WorkQueueOptions {
@@ -13,8 +13,9 @@ export interface WorkQueueOptions {
 }
 
 // One statement: the upsert keeps the earliest not_before (and, for an item being processed, the earliest asked since
-// its claim), bumps seq so a finishing worker sees it, and notifies the shard's owner. The NOTIFY is delivered at commit,
-// so a worker is never woken for work it cannot see yet.
+// its claim), bumps seq so a finishing worker sees it, and notifies the shard's owner (saying so when the wake is
+// urgent, so a busy worker claims at once). The NOTIFY is delivered at commit, so a worker is never woken for work it
+// cannot see yet.
 const ENQUEUE_SQL = `
 WITH upserted AS (
   INSERT INTO work_items AS w (kind, key, shard, not_before, seq, attempts, urgent, created_at, updated_at)
@@ -27,7 +28,7 @@ WITH upserted AS (
     updated_at = EXCLUDED.updated_at
   RETURNING w.shard
 )
-SELECT pg_notify('${WORK_CHANNEL}', shard::text) FROM upserted`;
+SELECT pg_notify('${WORK_CHANNEL}', shard::text || CASE WHEN $6 THEN '${URGENT_SUFFIX}' ELSE '' END) FROM upserted`;
 
 const MAX_TEXT = 512;
 

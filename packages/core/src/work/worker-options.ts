@@ -30,7 +30,7 @@ export interface WorkerOptions {
   reconcilers: ReadonlyMap<string, Reconciler>;
   /** Builds the context a reconciler gets around the fenced `sql` of its item. */
   makeContext: (sql: SqlExecutor) => ModuleContext;
-  /** Items processed at once. Default 8. */
+  /** Items processed at once, a quarter of them (rounded down) kept for urgent items. Default 8. */
   concurrency?: number;
   /** How long a lease lasts without renewal; a dead worker's shards pass on after it. Default 15,000 ms. */
   leaseMs?: number;

@@ -17,7 +17,7 @@ import {
 import { ClaimPreloads } from './preloads';
 import { type DoneOrRequeued, processItem } from './process-item';
 import { assignedShards } from './shard';
-import { WORK_CHANNEL, type WorkOutcome } from './types';
+import { parseWorkNotification, WORK_CHANNEL, type WorkOutcome } from './types';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './worker-options';
 
 /** What a worker has done so far, for metrics, tests and benchmarks. */
@@ -52,7 +52,11 @@ class Worker implements WorkerHandle {
   readonly #turns = new Mutex();
   readonly #owned = new Map<number, number>(); // shard → epoch
   #assigned = new Set<number>();
-  readonly #inFlight = new Map<string, { shard: number; done: Promise<void> }>(); // by key
+  readonly #inFlight = new Map<string, { shard: number; urgent: boolean; done: Promise<void> }>(); // by key
+  // Slots only urgent items may take, so a burst of routine work never makes a result wait for a free slot.
+  readonly #urgentReserve: number;
+  // An urgent wake arrived since the last claim: claim at once if a slot is free, not only once half of them are.
+  #urgentWake = false;
   readonly #outcomes: Record<WorkOutcome, number> = { done: 0, requeued: 0, failed: 0, fenced: 0 };
   #stopping = false;
   // Reconcilers see it as ctx.signal, so long work (a workflow step) can end early when the worker stops.
@@ -72,6 +76,7 @@ class Worker implements WorkerHandle {
     this.id = options.workerId;
     this.#completions = new CompletionBatcher(options.db, options.clock);
     this.#preloads = new ClaimPreloads(options.reconcilers, options.log);
+    this.#urgentReserve = urgentReserve(options.concurrency);
   }
 
   async start(): Promise<void> {
@@ -136,8 +141,10 @@ class Worker implements WorkerHandle {
   }
 
   #onNotification(payload: string): void {
-    const shard = Number(payload);
-    if (this.#owned.has(shard) && this.#assigned.has(shard)) this.#wake();
+    const notification = parseWorkNotification(payload);
+    if (!notification || !this.#owned.has(notification.shard) || !this.#assigned.has(notification.shard)) return;
+    if (notification.urgent) this.#urgentWake = true;
+    this.#wake();
   }
 
   /** Runs a rebalance now, or once more after the one under way. Never throws. */
@@ -195,19 +202,35 @@ class Worker implements WorkerHandle {
     return [...this.#owned.keys()].filter((s) => this.#assigned.has(s));
   }
 
+  #routineInFlight(): number {
+    let n = 0;
+    for (const entry of this.#inFlight.values()) if (!entry.urgent) n += 1;
+    return n;
+  }
+
   async #loop(): Promise<void> {
     while (!this.#stopping) {
       try {
-        const free = this.#o.concurrency - this.#inFlight.size;
+        const { concurrency } = this.#o;
+        const free = concurrency - this.#inFlight.size;
+        const routineRoom = Math.max(0, Math.min(free, concurrency - this.#urgentReserve - this.#routineInFlight()));
         // Claim in batches: with items in flight, wait until half the slots are free (a completion wakes the loop),
-        // so a busy worker does not run one claim transaction per item.
-        if (this.#inFlight.size > 0 && free < Math.ceil(this.#o.concurrency / 2)) {
+        // so a busy worker does not run one claim statement per item; but an urgent wake is claimed as soon as a slot
+        // is free, and with no room for routine items only an urgent wake is worth a claim.
+        const batchReady = this.#inFlight.size === 0 || (free >= Math.ceil(concurrency / 2) && routineRoom > 0);
+        if (!(free > 0 && (batchReady || this.#urgentWake))) {
           await this.#sleep(this.#o.pollMs);
           continue;
         }
-        if (free > 0 && this.#claimableShards().length > 0) {
-          const { claimed, nextDueAt } = await this.#turns.run(() => this.#claim(free));
+        if (this.#claimableShards().length > 0) {
+          this.#urgentWake = false;
+          const { claimed, routine, nextDueAt } = await this.#turns.run(() => this.#claim(free, routineRoom));
           if (claimed === free) continue;
+          // Routine items may be left due for want of room: a completion or an urgent wake is the next reason to claim.
+          if (routine === routineRoom && routineRoom < free) {
+            await this.#sleep(this.#o.pollMs);
+            continue;
+          }
           // The claim read when the next item falls due: no second query for how long to sleep.
           await this.#sleep(this.#delayUntil(nextDueAt));
           continue;
@@ -220,13 +243,17 @@ class Worker implements WorkerHandle {
     }
   }
 
-  async #claim(limit: number): Promise<{ claimed: number; nextDueAt: Date | undefined }> {
+  async #claim(
+    limit: number,
+    routineLimit: number,
+  ): Promise<{ claimed: number; routine: number; nextDueAt: Date | undefined }> {
     const shards = this.#claimableShards();
-    if (shards.length === 0) return { claimed: 0, nextDueAt: undefined };
+    if (shards.length === 0) return { claimed: 0, routine: 0, nextDueAt: undefined };
     const filter = {
       claimant: this.id,
       now: this.#o.clock.now(),
       limit,
+      routineLimit,
       shards,
       busyKeys: [...this.#inFlight.keys()],
       leaseHolder: this.id,
@@ -235,7 +262,7 @@ class Worker implements WorkerHandle {
       claimDueItemsAndNext(this.#o.db, { ...filter, ...preload }),
     );
     for (const item of items) this.#launch(item, this.#owned.get(item.shard));
-    return { claimed: items.length, nextDueAt };
+    return { claimed: items.length, routine: items.filter((item) => !item.urgent).length, nextDueAt };
   }
 
   async #idleDelay(): Promise<number> {
@@ -285,7 +312,7 @@ class Worker implements WorkerHandle {
         }
         this.#wake();
       });
-    this.#inFlight.set(item.key, { shard: item.shard, done });
+    this.#inFlight.set(item.key, { shard: item.shard, urgent: item.urgent, done });
   }
 
   #wake(): void {
@@ -309,6 +336,11 @@ class Worker implements WorkerHandle {
       this.#wakeSleeper = finish;
     });
   }
+}
+
+/** The slots of a worker kept for urgent items: a quarter of its concurrency, rounded down. */
+export function urgentReserve(concurrency: number): number {
+  return Math.floor(concurrency / 4);
 }
 
 /**

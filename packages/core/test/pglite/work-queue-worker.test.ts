@@ -1,4 +1,6 @@
+import { defineUrgentWorkConformance } from '../conformance/work-queue-urgent';
 import { defineWorkerConformance } from '../conformance/work-queue-worker';
 import { scratchPglite } from '../support/databases';
 
 defineWorkerConformance(scratchPglite);
+defineUrgentWorkConformance(scratchPglite);

@@ -1,5 +1,9 @@
 import { describe } from 'vitest';
+import { defineUrgentWorkConformance } from '../conformance/work-queue-urgent';
 import { defineWorkerConformance } from '../conformance/work-queue-worker';
 import { scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
 
-describe.runIf(TEST_DATABASE_URL)('postgres', () => defineWorkerConformance(scratchPostgres));
+describe.runIf(TEST_DATABASE_URL)('postgres', () => {
+  defineWorkerConformance(scratchPostgres);
+  defineUrgentWorkConformance(scratchPostgres);
+});

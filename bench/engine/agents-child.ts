@@ -5,13 +5,13 @@ import { createPostgresDatabase } from '@better-compute/core/postgres';
 import { benchModule } from './bench-module';
 import { BulkAgents } from './bulk-agents';
 
-const [url, kind, concurrency] = process.argv.slice(2);
+const [url, kind, concurrency, thinkMs] = process.argv.slice(2);
 if (!url || !kind || !process.send) throw new Error('agents-child: run by AgentsProcess, with a url and a kind');
 const send = (message: unknown) => process.send?.(message);
 
 const database = createPostgresDatabase({ url, max: Number(concurrency) + 2 });
 const compute = await betterCompute({ database, modules: [benchModule] });
-const agents = new BulkAgents(database, compute, kind, Number(concurrency));
+const agents = new BulkAgents(database, compute, kind, Number(concurrency), Number(thinkMs ?? 0));
 process.on('message', (message) => {
   if (message !== 'stop') return;
   void (async () => {

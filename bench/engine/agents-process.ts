@@ -24,11 +24,14 @@ export class AgentsProcess {
     private readonly url: string,
     private readonly kind: string,
     private readonly concurrency: number,
+    private readonly thinkMs = 0,
   ) {}
 
   start(): Promise<void> {
     const file = fileURLToPath(new URL('./agents-child.ts', import.meta.url));
-    const child = fork(file, [this.url, this.kind, String(this.concurrency)], { stdio: 'inherit' });
+    const child = fork(file, [this.url, this.kind, String(this.concurrency), String(this.thinkMs)], {
+      stdio: 'inherit',
+    });
     this.#child = child;
     return new Promise((resolve, reject) => {
       child.once('error', reject);

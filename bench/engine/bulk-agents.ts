@@ -29,10 +29,11 @@ const IDLE_POLL_MS = 5;
 
 /**
  * The agents of every node at once, in process: one poller picks up every pending command of `kind` (of any node) in
- * bulk and `concurrency` runners answer them as fast as they can, through the kernel's agent-side functions: ack,
- * start and complete, each in a transaction of its own as the agent API's separate calls would be; the commit time of
- * the complete is recorded. It uses its own database handle (`db`), so none of its statements is counted against
- * the engine.
+ * bulk and `concurrency` runners answer them through the kernel's agent-side functions: ack, start and complete, each
+ * in a transaction of its own as the agent API's separate calls would be; the commit time of the complete is
+ * recorded. With `thinkMs` 0 they answer as fast as they can; otherwise each command is answered a random
+ * 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the runners only carry the answers). It
+ * uses its own database handle (`db`), so none of its statements is counted against the engine.
  */
 export class BulkAgents {
   /** By command id. */
@@ -49,7 +50,10 @@ export class BulkAgents {
     private readonly compute: Compute,
     private readonly kind: string,
     private readonly concurrency: number,
+    private readonly thinkMs = 0,
   ) {}
+
+  readonly #thinking = new Set<NodeJS.Timeout>();
 
   start(): void {
     this.#loops = [this.#poll(), ...Array.from({ length: this.concurrency }, () => this.#run())];
@@ -57,8 +61,26 @@ export class BulkAgents {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    for (const timer of this.#thinking) clearTimeout(timer);
+    this.#thinking.clear();
     for (const waiter of this.#waiters.splice(0)) waiter(undefined);
     await Promise.all(this.#loops);
+  }
+
+  /** Hands a picked-up command to the runners, at once or after its think time. */
+  #pickedUp(command: Polled): void {
+    if (this.thinkMs <= 0) {
+      this.#put(command);
+      return;
+    }
+    const timer = setTimeout(
+      () => {
+        this.#thinking.delete(timer);
+        this.#put(command);
+      },
+      this.thinkMs * (0.5 + Math.random()),
+    );
+    this.#thinking.add(timer);
   }
 
   #put(command: Polled): void {
@@ -85,7 +107,7 @@ export class BulkAgents {
           this.kind,
           POLL_LIMIT,
         ]);
-        for (const row of rows) this.#put({ id: row.id, nodeId: row.node_id, workflowId: row.workflow_id });
+        for (const row of rows) this.#pickedUp({ id: row.id, nodeId: row.node_id, workflowId: row.workflow_id });
         if (rows.length === 0) await sleep(IDLE_POLL_MS);
       } catch (err) {
         if (this.#stopped) return;

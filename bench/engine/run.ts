@@ -3,7 +3,10 @@
 // - control-plane: `workflows` concurrent workflows of ten no-op control-plane steps: steps/s, transitions/s and
 //   database round trips per step;
 // - agent: `workflows` concurrent workflows of five agent steps answered by in-process agents as fast as they can:
-//   steps/s and the latency from a command's result to the next step's command (p50, p99);
+//   steps/s (the engine's capacity with agents on the same machine) and the latency from a command's result to the
+//   next step's command (p50, p99) on a saturated machine;
+// - fleet: the same workflows, each command answered after a think time (0.5–1.5 × BENCH_FLEET_THINK_MS, as a machine
+//   running it would take): the same latency at a load below saturation;
 // - probe: the same agent workflows one at a time (an idle engine), for the same latency without queueing.
 // Usage: pnpm --filter @better-compute/bench engine [workflows]   (default 1000; see bench/README.md for the knobs)
 
@@ -43,22 +46,27 @@ const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? 600) * 1000;
 const backends = (process.env.BENCH_BACKENDS ?? 'postgres,pglite').split(',') as Backend[];
 const workerCounts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
-const workloads = (process.env.BENCH_WORKLOADS ?? 'control-plane,agent,probe').split(',') as Workload[];
+const workloads = (process.env.BENCH_WORKLOADS ?? 'control-plane,agent,fleet,probe').split(',') as Workload[];
 const PROBES = Number(process.env.BENCH_PROBES ?? 100);
 const NOOP_STEPS = 10;
 const AGENT_STEPS = 5;
 /** The in-process agents' runners: how many commands are answered at once (the offered load). */
 const AGENT_CONCURRENCY = Number(process.env.BENCH_AGENT_CONCURRENCY ?? 8);
-/** Where the agents run on PostgreSQL: `inline` (this process, the default) or `process` (a child of their own). */
-const AGENTS_WHERE = process.env.BENCH_AGENTS ?? 'inline';
+/**
+ * Where the agents run on PostgreSQL: `process` (a child of their own, the default: remote agents do not share the
+ * engine's Node.js thread) or `inline` (this process). On PGlite they are always inline.
+ */
+const AGENTS_WHERE = process.env.BENCH_AGENTS ?? 'process';
 const PGBENCH_SECONDS = 5;
+/** The fleet workload's mean think time: how long a machine takes to answer a command (0.5–1.5 × this). */
+const FLEET_THINK_MS = Number(process.env.BENCH_FLEET_THINK_MS ?? 5_000);
 
 if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(baseUrl).hostname)) {
   throw new Error(`bench/engine runs against a local server only, not ${new URL(baseUrl).host}`);
 }
 
 type Backend = 'postgres' | 'pglite';
-type Workload = 'control-plane' | 'agent' | 'probe';
+type Workload = 'control-plane' | 'agent' | 'fleet' | 'probe';
 
 const noop = defineStep({
   id: 'bench.noop',
@@ -219,7 +227,7 @@ interface Figures {
   seconds: number;
   transitions: number;
   counts: QueryCounts | undefined;
-  latencies: number[];
+  latencies: Latencies;
   settled: Settled;
   agentErrors: number;
   /** CPU time of this process (engine, agents, drivers, PGlite) over the run, in % of one core. */
@@ -266,30 +274,51 @@ async function tally(sql: SqlExecutor): Promise<{ steps: number; transitions: nu
   };
 }
 
-/** For each answered command, the time from its result to the creation of the next command of its workflow (ms). */
-async function resultToNextCommand(sql: SqlExecutor, agents: BulkAgents | AgentsProcess): Promise<number[]> {
+/** Result→next command waits (ms), one per answered command but the last of each workflow. */
+interface Latencies {
+  /** Until the statement or transaction that inserted the next command committed (seen by the engine's client). */
+  sent: number[];
+  /** Until the next command's `created_at` (when the pass planned it, before writing it). */
+  planned: number[];
+  /** `sent`, for results reported once every workflow had started (after the burst of starts). */
+  afterStarts: number[];
+}
+
+/** For each answered command, the time from its result to the next command of its workflow. */
+async function resultToNextCommand(
+  sql: SqlExecutor,
+  agents: BulkAgents | AgentsProcess,
+  sentAt: ReadonlyMap<string, number>,
+): Promise<Latencies> {
   const { rows } = await sql.query<{ id: string; workflow_id: string; created_at: Date }>(
     "SELECT id, workflow_id, created_at FROM commands WHERE kind = 'bench.ping' ORDER BY workflow_id, created_at, id",
   );
-  const waits: number[] = [];
+  const started = await sql.query<{ at: Date | null }>('SELECT max(started_at) AS at FROM workflows');
+  const allStarted = started.rows[0]?.at ? new Date(started.rows[0].at).getTime() : Number.POSITIVE_INFINITY;
+  const latencies: Latencies = { sent: [], planned: [], afterStarts: [] };
   for (let i = 0; i + 1 < rows.length; i += 1) {
     const current = rows[i];
     const next = rows[i + 1];
     if (!current || !next || current.workflow_id !== next.workflow_id) continue;
     const done = agents.completed.get(current.id);
-    if (done) waits.push(new Date(next.created_at).getTime() - done.completedAt);
+    const sent = sentAt.get(next.id);
+    if (!done || sent === undefined) continue;
+    latencies.sent.push(sent - done.completedAt);
+    latencies.planned.push(new Date(next.created_at).getTime() - done.completedAt);
+    if (done.completedAt > allStarted) latencies.afterStarts.push(sent - done.completedAt);
   }
-  return waits;
+  return latencies;
 }
 
 async function measure(backend: Backend, workers: number, workload: Workload): Promise<Figures> {
   const what = `${backend}, ${workers} worker${workers > 1 ? 's' : ''}, ${workload}`;
   console.error(`${what}: setting up`);
   const lab = await openLab(backend, workers, workload === 'probe' ? PROBES : workflows);
+  const thinkMs = workload === 'fleet' ? FLEET_THINK_MS : 0;
   const agents =
     backend === 'postgres' && AGENTS_WHERE === 'process'
-      ? new AgentsProcess(lab.url as string, 'bench.ping', AGENT_CONCURRENCY)
-      : new BulkAgents(lab.aux, lab.compute, 'bench.ping', AGENT_CONCURRENCY);
+      ? new AgentsProcess(lab.url as string, 'bench.ping', AGENT_CONCURRENCY, thinkMs)
+      : new BulkAgents(lab.aux, lab.compute, 'bench.ping', AGENT_CONCURRENCY, thinkMs);
   try {
     const stepsEach = workload === 'control-plane' ? NOOP_STEPS : AGENT_STEPS;
     if (workload !== 'probe') {
@@ -327,7 +356,10 @@ async function measure(backend: Backend, workers: number, workload: Workload): P
     await agents.stop();
     await lab.compute.close();
     const seconds = ((settled.timedOut ? Date.now() : lastFinish) - started) / 1000;
-    const latencies = workload === 'control-plane' ? [] : await resultToNextCommand(lab.aux, agents);
+    const latencies =
+      workload === 'control-plane'
+        ? { sent: [], planned: [], afterStarts: [] }
+        : await resultToNextCommand(lab.aux, agents, lab.counting.sentAt);
     if (settled.failed > 0) console.error(`${what}: ${settled.failed} workflows failed or were cancelled`);
     if (agents.errors > 0) console.error(`${what}: the agents hit ${agents.errors} errors, last:`, agents.lastError);
     if (steps < settled.succeeded * stepsEach) console.error(`${what}: fewer steps succeeded than expected`);
@@ -422,16 +454,17 @@ console.log(
     `server ${new URL(baseUrl).host}; ${new Date().toISOString()}\n`,
 );
 console.log(
-  '| backend | workers | workload | workflows ok | steps/s | transitions/s | commits/s | reference TPS | transitions/s ÷ ref | commits/s ÷ ref | round trips/step | statements/step | commits/step | result→next p50 ms | p99 ms | samples | process CPU | machine CPU |',
+  '| backend | workers | workload | workflows ok | steps/s | transitions/s | commits/s | reference TPS | transitions/s ÷ ref | commits/s ÷ ref | round trips/step | statements/step | commits/step | result→next sent p50 / p99 ms | after the starts p50 / p99 ms | planned p50 / p99 ms | samples | process CPU | machine CPU |',
 );
 console.log(
-  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
 );
 for (const { figures: f, reference } of rows) {
   const ok = `${f.settled.succeeded}${f.settled.timedOut ? ' (timed out)' : ''}`;
   const rate = (n: number) => (f.workload === 'probe' ? '—' : fmt(n / f.seconds, 0));
   const c = f.counts;
-  const latency = f.latencies.length > 0;
+  const pair = (values: number[]) =>
+    values.length > 0 ? `${fmt(percentile(values, 50), 0)} / ${fmt(percentile(values, 99), 0)}` : '—';
   console.log(
     [
       '',
@@ -448,9 +481,10 @@ for (const { figures: f, reference } of rows) {
       c ? perStep(roundTrips(c), f.steps) : '—',
       c ? perStep(c.statements, f.steps) : '—',
       c ? perStep(commits(c), f.steps) : '—',
-      latency ? fmt(percentile(f.latencies, 50), 0) : '—',
-      latency ? fmt(percentile(f.latencies, 99), 0) : '—',
-      latency ? f.latencies.length : '—',
+      pair(f.latencies.sent),
+      pair(f.latencies.afterStarts),
+      pair(f.latencies.planned),
+      f.latencies.sent.length > 0 ? f.latencies.sent.length : '—',
       `${fmt(f.processCpu, 0)} %`,
       `${fmt(f.machineCpu, 0)} %`,
       '',
@@ -467,9 +501,11 @@ console.log(
     'polling excluded). Transitions: the workflow events published while the workers ran (workflow.started, ' +
     'step.started, step.succeeded, workflow.succeeded), one per change of state of a workflow or a step; a step’s ' +
     'settling and the next step’s start are written by one statement. Commits: top-level transactions plus statements ' +
-    'that commit on their own (everything but plain reads), workers’ claims and completions included. Latency: a command’s ' +
-    'created_at (kernel clock = system clock, ms) minus the wall time right after the previous command’s ' +
-    'completeCommand transaction committed. process CPU: this process (engine, agents, drivers; PGlite too) in % of ' +
+    'that commit on their own (everything but plain reads), workers’ claims and completions included. Latency, from the ' +
+    'wall time right after the previous command’s completeCommand transaction committed: sent, to the wall time right ' +
+    'after the engine’s statement (or transaction) that inserted the next command committed; after the starts, the ' +
+    'same for results reported once every workflow had started; planned, to the next command’s created_at (kernel ' +
+    'clock = system clock, ms), stamped when the pass planned it, one round trip before it is sent. process CPU: this process (engine, agents, drivers; PGlite too) in % of ' +
     'one core; machine CPU: all cores busy, PostgreSQL included, in % of all.',
 );
 for (const { figures: f } of rows) {

@@ -57,6 +57,33 @@ export function since(later: QueryCounts, earlier: QueryCounts): QueryCounts {
 /** A SqlDatabase that counts its statements and transactions; read `counts`. */
 export interface CountingDatabase extends SqlDatabase {
   readonly counts: QueryCounts;
+  /**
+   * By command id: the wall time (ms) at which the statement or transaction that inserted the command was seen to
+   * commit by the client, i.e. when the command became visible to agents.
+   */
+  readonly sentAt: Map<string, number>;
+}
+
+const INSERTS_COMMAND = /\bINSERT INTO commands\b/;
+
+const COMMAND_ID = /^cmd_[0-9A-Za-z]+$/;
+
+/**
+ * The command ids among a statement's parameters, when the statement inserts commands: a parameter that is an id, or
+ * a staged command (JSON with an `id`; `stagedCommandParam`).
+ */
+function commandIds(text: string, params: readonly unknown[] | undefined): string[] {
+  if (!INSERTS_COMMAND.test(text) || !params) return [];
+  const ids: string[] = [];
+  for (const param of params) {
+    if (typeof param !== 'string') continue;
+    if (COMMAND_ID.test(param)) ids.push(param);
+    else if (param.startsWith('{') && param.includes('"id":"cmd_')) {
+      const id = (JSON.parse(param) as { id?: unknown }).id;
+      if (typeof id === 'string' && COMMAND_ID.test(id)) ids.push(id);
+    }
+  }
+  return ids;
 }
 
 function label(text: string): string {
@@ -70,18 +97,22 @@ function label(text: string): string {
  */
 export function countingDatabase(db: SqlDatabase): CountingDatabase {
   const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, autocommits: 0, byText: new Map() };
+  const sentAt = new Map<string, number>();
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
   const query = <R = Row>(target: SqlExecutor, text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
     counts.statements += 1;
     bump(label(text));
     return target.query<R>(text, params);
   };
-  const wrapTx = (tx: SqlExecutor): SqlExecutor => ({
-    query: (text, params) => query(tx, text, params),
+  const wrapTx = (tx: SqlExecutor, inserted: string[]): SqlExecutor => ({
+    query: (text, params) => {
+      inserted.push(...commandIds(text, params));
+      return query(tx, text, params);
+    },
     transaction: (fn) => {
       counts.savepoints += 1;
       bump(SAVEPOINT_PAIR, 2);
-      return tx.transaction((inner) => fn(wrapTx(inner)));
+      return tx.transaction((inner) => fn(wrapTx(inner, inserted)));
     },
   });
   return {
@@ -89,14 +120,23 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       return db.backend;
     },
     counts,
-    query: (text, params) => {
+    sentAt,
+    async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       if (commitsOnItsOwn(text)) counts.autocommits += 1;
-      return query(db, text, params);
+      const ids = commandIds(text, params);
+      const result = await query<R>(db, text, params);
+      const at = Date.now();
+      for (const id of ids) sentAt.set(id, at);
+      return result;
     },
-    transaction: (fn) => {
+    async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
       counts.transactions += 1;
       bump(TRANSACTION_PAIR, 2);
-      return db.transaction((tx) => fn(wrapTx(tx)));
+      const inserted: string[] = [];
+      const result = await db.transaction((tx) => fn(wrapTx(tx, inserted)));
+      const at = Date.now();
+      for (const id of inserted) sentAt.set(id, at);
+      return result;
     },
     listen: (channel, handler) => db.listen(channel, handler),
     close: () => db.close(),

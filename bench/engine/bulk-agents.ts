@@ -30,8 +30,8 @@ const IDLE_POLL_MS = 5;
 /**
  * The agents of every node at once, in process: one poller picks up every pending command of `kind` (of any node) in
  * bulk and `concurrency` runners answer them through the kernel's agent-side functions: ack, start and complete, each
- * in a transaction of its own as the agent API's separate calls would be; the commit time of the complete is
- * recorded. With `thinkMs` 0 they answer as fast as they can; otherwise each command is answered a random
+ * committed on its own as the agent API's separate calls would be (ack and start as lone statements, complete in a
+ * transaction); the commit time of the complete is recorded. With `thinkMs` 0 they answer as fast as they can; otherwise each command is answered a random
  * 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the runners only carry the answers). It
  * uses its own database handle (`db`), so none of its statements is counted against the engine.
  */
@@ -123,8 +123,10 @@ export class BulkAgents {
     for (let command = await this.#take(); command; command = await this.#take()) {
       const ref = { nodeId: command.nodeId, commandId: command.id };
       try {
-        await this.db.transaction((tx) => commands.ackCommand(tx, ref));
-        await this.db.transaction((tx) => commands.startCommand(tx, ref));
+        // Ack and start are one statement each on a live command: no transaction around them, as an agent API
+        // handler would not open one. Complete queues the workflow's wake with it, so it runs in a transaction.
+        await commands.ackCommand(this.db, ref);
+        await commands.startCommand(this.db, ref);
         await this.db.transaction((tx) => commands.completeCommand(tx, ref));
         this.completed.set(command.id, { workflowId: command.workflowId, completedAt: Date.now() });
       } catch (err) {

@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ModuleContext, Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, runDueWork, startWorker } from '../../src/work';
 import { claimDueItems } from '../../src/work/items';
 import { ClaimPreloads } from '../../src/work/preloads';
-import { contextFactory, fakeClock, migrate, recordingLogger, waitFor } from '../fixtures/work-support';
+import { contextFactory, fakeClock, recordingLogger, useWorkDatabase, waitFor } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
 const SHARDS = 8;
@@ -18,7 +18,6 @@ interface Seen {
 
 /** Reconciler preloads (`ReconcilerPreload`): read by the claim's own statement, handed over as `ctx.preloaded`. */
 export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchDatabase>): void {
-  let scratch: ScratchDatabase;
   let db: SqlDatabase;
   const clock = fakeClock();
   const work = createWorkQueue({ clock, shards: SHARDS });
@@ -37,22 +36,29 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
       key,
       v,
     ]);
+  /** A worker running `reconciler` for kind `probe` until one item was seen. */
+  const runOneWithWorker = async (reconciler: Reconciler, log: ReturnType<typeof recordingLogger>) => {
+    const reconcilers = new Map([['probe', reconciler]]);
+    const worker = await startWorker({ db, clock, shards: SHARDS, reconcilers, makeContext, log, pollMs: 20 });
+    try {
+      await waitFor('the item to be handled', () => seen.length > 0);
+    } finally {
+      await worker.stop();
+    }
+  };
   const run = (reconcilers: Record<string, Reconciler>, log = recordingLogger()) =>
     runDueWork({ db, clock, reconcilers: new Map(Object.entries(reconcilers)), makeContext, log });
 
-  beforeAll(async () => {
-    scratch = await create();
-    db = scratch.db;
-    await migrate(db);
-    await db.query('CREATE TABLE preload_probe (key text PRIMARY KEY, v int NOT NULL)');
-  });
-  afterAll(async () => {
-    await scratch?.drop();
-  });
-  beforeEach(async () => {
-    await db.query('TRUNCATE work_items, shard_leases, workers, preload_probe');
-    await db.query('DROP TRIGGER IF EXISTS bump_seq_at_claim ON work_items');
-    seen = [];
+  useWorkDatabase(create, {
+    setup: async (created) => {
+      db = created;
+      await db.query('CREATE TABLE preload_probe (key text PRIMARY KEY, v int NOT NULL)');
+    },
+    reset: async () => {
+      await db.query('TRUNCATE work_items, shard_leases, workers, preload_probe');
+      await db.query('DROP TRIGGER IF EXISTS bump_seq_at_claim ON work_items');
+      seen = [];
+    },
   });
 
   describe('reconciler preloads', () => {
@@ -152,20 +158,7 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
       const broken = withPreload((key) => `(SELECT nope FROM missing_table WHERE key = ${key})`);
       const log = recordingLogger();
       await enqueue('probe', 'a');
-      const worker = await startWorker({
-        db,
-        clock,
-        shards: SHARDS,
-        reconcilers: new Map([['probe', broken]]),
-        makeContext,
-        log,
-        pollMs: 20,
-      });
-      try {
-        await waitFor('the item to be handled', () => seen.length > 0);
-      } finally {
-        await worker.stop();
-      }
+      await runOneWithWorker(broken, log);
       expect(seen[0]).toEqual({ key: 'a', has: false, value: undefined });
       const line = log.lines.find((l) => l.message.includes('failed its check'));
       expect(line).toMatchObject({ level: 'error', fields: { kind: 'probe' } });
@@ -175,20 +168,7 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
     it('a worker hands over what the claim preloaded', async () => {
       await setProbe('a', 3);
       await enqueue('probe', 'a');
-      const worker = await startWorker({
-        db,
-        clock,
-        shards: SHARDS,
-        reconcilers: new Map([['probe', probe]]),
-        makeContext,
-        log: recordingLogger(),
-        pollMs: 20,
-      });
-      try {
-        await waitFor('the item to be handled', () => seen.length > 0);
-      } finally {
-        await worker.stop();
-      }
+      await runOneWithWorker(probe, recordingLogger());
       expect(seen[0]).toEqual({ key: 'a', has: true, value: { v: 3 } });
     });
   });

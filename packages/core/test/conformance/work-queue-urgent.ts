@@ -1,34 +1,28 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, parseWorkNotification, shardOf, startWorker, WORK_CHANNEL } from '../../src/work';
 import { claimDueItems } from '../../src/work/items';
 import { urgentReserve } from '../../src/work/worker';
-import { contextFactory, migrate, waitFor } from '../fixtures/work-support';
+import { contextFactory, useWorkDatabase, waitFor } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
 const SHARDS = 8;
 
 /** Urgent work in a busy worker: the claim's cap on routine items, urgent notifications, the slots kept for them. */
 export function defineUrgentWorkConformance(create: () => Promise<ScratchDatabase>): void {
-  let scratch: ScratchDatabase;
   let db: SqlDatabase;
   const work = createWorkQueue({ clock: systemClock, shards: SHARDS });
   const makeContext = contextFactory(work);
   const enqueue = (kind: string, key: string, urgent = false) =>
     db.transaction((tx) => work.enqueue(tx, { kind, key, urgent }));
 
-  beforeAll(async () => {
-    scratch = await create();
-    db = scratch.db;
-    await migrate(db);
-  });
-  afterAll(async () => {
-    await scratch?.drop();
-  });
-  beforeEach(async () => {
-    await db.query('TRUNCATE work_items, shard_leases, workers');
+  useWorkDatabase(create, {
+    setup: (created) => {
+      db = created;
+    },
+    reset: () => db.query('TRUNCATE work_items, shard_leases, workers'),
   });
 
   describe('urgent work', () => {

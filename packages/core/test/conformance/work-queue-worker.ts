@@ -1,16 +1,15 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, isFencedError, shardOf, startWorker, type WorkerOptions } from '../../src/work';
-import { contextFactory, migrate, waitFor } from '../fixtures/work-support';
+import { contextFactory, useWorkDatabase, waitFor } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
 const SHARDS = 8;
 
 /** One worker against one backend: claiming, one key at a time, fencing, graceful stop. */
 export function defineWorkerConformance(create: () => Promise<ScratchDatabase>): void {
-  let scratch: ScratchDatabase;
   let db: SqlDatabase;
   const work = createWorkQueue({ clock: systemClock, shards: SHARDS });
   const makeContext = contextFactory(work);
@@ -30,17 +29,12 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       ...extra,
     });
 
-  beforeAll(async () => {
-    scratch = await create();
-    db = scratch.db;
-    await migrate(db);
-    await db.query('CREATE TABLE fence_probe (key text PRIMARY KEY)');
-  });
-  afterAll(async () => {
-    await scratch?.drop();
-  });
-  beforeEach(async () => {
-    await db.query('TRUNCATE work_items, shard_leases, workers, fence_probe');
+  useWorkDatabase(create, {
+    setup: async (created) => {
+      db = created;
+      await db.query('CREATE TABLE fence_probe (key text PRIMARY KEY)');
+    },
+    reset: () => db.query('TRUNCATE work_items, shard_leases, workers, fence_probe'),
   });
 
   describe('worker', () => {

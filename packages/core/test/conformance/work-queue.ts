@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ComputeError } from '../../src/errors';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, isFencedError, runDueWork, shardOf, URGENT_LEAD_MS } from '../../src/work';
 import { claimDueItemsAndNext } from '../../src/work/items';
-import { contextFactory, fakeClock, migrate, recordingLogger } from '../fixtures/work-support';
+import { contextFactory, fakeClock, recordingLogger, useWorkDatabase } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 
 const SHARDS = 8;
@@ -21,7 +21,6 @@ interface ItemRow {
 
 /** The work queue contract (enqueue, runDueWork, results, backoff), run once per backend. */
 export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase>): void {
-  let scratch: ScratchDatabase;
   let db: SqlDatabase;
   const clock = fakeClock();
   const work = createWorkQueue({ clock, shards: SHARDS });
@@ -36,17 +35,14 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
   const run = (reconcilers: Record<string, Reconciler>, extra: Partial<Parameters<typeof runDueWork>[0]> = {}) =>
     runDueWork({ db, clock, reconcilers: new Map(Object.entries(reconcilers)), makeContext, ...extra });
 
-  beforeAll(async () => {
-    scratch = await create();
-    db = scratch.db;
-    await migrate(db);
-  });
-  afterAll(async () => {
-    await scratch?.drop();
-  });
-  beforeEach(async () => {
-    await db.query('TRUNCATE work_items, shard_leases, workers');
-    clock.set(t0);
+  useWorkDatabase(create, {
+    setup: (created) => {
+      db = created;
+    },
+    reset: async () => {
+      await db.query('TRUNCATE work_items, shard_leases, workers');
+      clock.set(t0);
+    },
   });
 
   describe('work queue', () => {

@@ -3,6 +3,7 @@ import { agentStepScenarios } from './provision-engine/agent-steps';
 import { controlPlaneScenarios } from './provision-engine/control-plane';
 import { eventScenarios } from './provision-engine/events';
 import { failureScenarios } from './provision-engine/failures';
+import { ownRequeueScenarios } from './provision-engine/own-requeue';
 import { preloadScenarios } from './provision-engine/preload';
 import { profileStoreScenarios } from './provision-engine/profile-store';
 import { startScenarios } from './provision-engine/start';
@@ -23,4 +24,5 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ create }) => {
   eventScenarios(getLab);
   transitionScenarios(getLab);
   preloadScenarios(getLab);
+  ownRequeueScenarios(getLab);
 });

@@ -74,6 +74,11 @@ export interface ModuleContext {
    * committed while the claim ran): the reconciler then reads for itself.
    */
   preloaded?: unknown;
+  /**
+   * In a reconciler run for a work item (by a worker or `runDueWork`): that item. A reconciler may write the item's
+   * requeue in its own last statement (`requeueItemSql`) and say so (`requeueWritten`). Undefined elsewhere.
+   */
+  item?: { readonly kind: string; readonly key: string };
 }
 
 /**

@@ -15,6 +15,7 @@ export {
   type BackoffOptions,
   parseWorkNotification,
   type ReconcileResult,
+  requeueItemSql,
   URGENT_LEAD_MS,
   URGENT_SUFFIX,
   WORK_CHANNEL,

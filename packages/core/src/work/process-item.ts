@@ -35,12 +35,14 @@ export interface ProcessItemInput {
 /** A pass that did not fail: what {@link ProcessItemInput.recordFinish} records. */
 export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number };
 
-type Result = DoneOrRequeued | { outcome: 'failed'; error: unknown };
+// `written`: the reconciler wrote its requeue itself (requeueItemSql), so nothing is left to record.
+type Result = DoneOrRequeued | { outcome: 'requeued'; written: true } | { outcome: 'failed'; error: unknown };
 
 function checkResult(value: unknown): Result {
   if (value === undefined || value === null) return { outcome: 'done' };
-  const delay = (value as { requeueAfterMs?: unknown }).requeueAfterMs;
+  const { requeueAfterMs: delay, requeueWritten } = value as { requeueAfterMs?: unknown; requeueWritten?: unknown };
   if (typeof value === 'object' && typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) {
+    if (requeueWritten === true) return { outcome: 'requeued', written: true };
     return { outcome: 'requeued', delayMs: delay };
   }
   const error = new ComputeError(
@@ -67,6 +69,7 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
       ...input.makeContext(input.sql),
       ...(input.signal ? { signal: input.signal } : {}),
       ...('preloaded' in item ? { preloaded: item.preloaded } : {}),
+      item: { kind: item.kind, key: item.key },
     };
     return checkResult(await reconciler(item.key, ctx));
   } catch (error) {
@@ -103,6 +106,8 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
   const now = clock.now();
   let attempts = 0;
   try {
+    // Recorded already, by the reconciler's own statement (fenced as the worker's record would have been).
+    if ('written' in result) return report('requeued', 0);
     if (result.outcome === 'failed') {
       attempts = item.attempts + 1;
       const delayMs = backoffDelayMs(attempts, input.backoff);

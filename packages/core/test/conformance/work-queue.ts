@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ComputeError } from '../../src/errors';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
-import { createWorkQueue, isFencedError, runDueWork, shardOf, URGENT_LEAD_MS } from '../../src/work';
+import { createWorkQueue, isFencedError, requeueItemSql, runDueWork, shardOf, URGENT_LEAD_MS } from '../../src/work';
 import { claimDueItemsAndNext } from '../../src/work/items';
 import { contextFactory, fakeClock, recordingLogger, useWorkDatabase } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
@@ -17,6 +17,7 @@ interface ItemRow {
   seq: number;
   attempts: number;
   last_error: string | null;
+  claimed_by: string | null;
 }
 
 /** The work queue contract (enqueue, runDueWork, results, backoff), run once per backend. */
@@ -299,6 +300,44 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
         },
       );
       expect(outcomes).toEqual({ a: 'done', b: 'requeued', c: 'failed' });
+    });
+
+    it('records nothing for a pass that wrote its own requeue (requeueItemSql), and tells it its item', async () => {
+      await enqueue('own', 'node_own');
+      let seenItem: unknown;
+      const own: Reconciler = async (_key, ctx) => {
+        seenItem = ctx.item;
+        const requeue = requeueItemSql({ kind: '$1', key: '$2', at: '$3', now: '$4' });
+        await ctx.sql.query(`WITH rq AS (${requeue} RETURNING 1) SELECT count(*) FROM rq`, [
+          ctx.item?.kind,
+          ctx.item?.key,
+          at(60_000),
+          clock.now(),
+        ]);
+        // Were the worker to record this, the item would be due at once.
+        return { requeueAfterMs: 0, requeueWritten: true };
+      };
+      const reports: string[] = [];
+      await run({ own }, { onItem: (report) => reports.push(report.outcome) });
+      expect(seenItem).toEqual({ kind: 'own', key: 'node_own' });
+      expect(reports).toEqual(['requeued']);
+      expect(await item('own', 'node_own')).toMatchObject({ not_before: at(60_000), attempts: 0, claimed_by: null });
+    });
+
+    it('an enqueue made while such a pass ran still wins over the requeue it wrote', async () => {
+      await enqueue('own', 'node_own');
+      const own: Reconciler = async (_key, ctx) => {
+        await ctx.work.enqueue(ctx.sql, { kind: 'own', key: 'node_own', notBefore: at(5_000) });
+        await ctx.sql.query(requeueItemSql({ kind: '$1', key: '$2', at: '$3', now: '$4' }), [
+          'own',
+          'node_own',
+          at(60_000),
+          clock.now(),
+        ]);
+        return { requeueAfterMs: 60_000, requeueWritten: true };
+      };
+      await run({ own });
+      expect(await item('own', 'node_own')).toMatchObject({ not_before: at(5_000) });
     });
 
     it('exposes the fencing error shape reconcilers can test for', () => {

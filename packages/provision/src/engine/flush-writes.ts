@@ -2,6 +2,7 @@ import {
   fencedError,
   leaseFenceParams,
   leaseFenceSql,
+  requeueItemSql,
   type ShardLease,
   type SqlExecutor,
   stagedCommandInsertSql,
@@ -18,6 +19,8 @@ export interface FlushGuard {
   revision: number;
   /** The worker's shard lease; undefined outside a worker (tests driving a reconciler directly). */
   lease: ShardLease | undefined;
+  /** The pass's own work item, requeued at `at` by the same statement when the workflow row is written. */
+  requeue?: { kind: string; key: string; at: Date };
 }
 
 // The step columns a transition may change, from the staged step's JSON (`->>` is SQL NULL for a JSON null).
@@ -80,6 +83,13 @@ export async function flushWrites(
     const command = param(stagedCommandParam(writes.command));
     sent = `sent AS (${stagedCommandInsertSql(command, '$2', 'EXISTS (SELECT 1 FROM wf)')}),`;
   }
+  // The pass ends here: its work item's requeue commits with the transition, so the worker records nothing.
+  let requeued = '';
+  if (guard?.requeue) {
+    const { kind, key, at } = guard.requeue;
+    const condition = 'EXISTS (SELECT 1 FROM wf)';
+    requeued = `rq AS (${requeueItemSql({ kind: param(kind), key: param(key), at: param(at), now: '$2', condition })}),`;
+  }
   if (guard) {
     conditions.push(`revision = ${param(guard.revision)}`);
     // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
@@ -102,6 +112,7 @@ export async function flushWrites(
        FROM jsonb_array_elements($3::jsonb) v
        WHERE s.workflow_id = $1 AND s.step_id = v->>'stepId' AND EXISTS (SELECT 1 FROM wf)),
      ${sent}
+     ${requeued}
      ev AS (${stagedEventsInsertSql('$4', 'EXISTS (SELECT 1 FROM wf)')})
      SELECT (SELECT revision FROM wf) AS revision, ${fence ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE'} AS held`,
     params,

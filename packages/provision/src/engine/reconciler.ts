@@ -2,6 +2,7 @@ import { isSqlError, leaseOf, type ModuleContext, type Reconciler } from '@bette
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { advanceWorkflow } from './advance';
+import { WORKFLOW_WORK_KIND } from './constants';
 import type { Decision, RunRequest } from './decision';
 import { flushWrites } from './flush-writes';
 import { type RunOutcome, runControlPlaneStep } from './run-step';
@@ -129,6 +130,7 @@ export function workflowReconciler(
       const staged = new StagedWrites(snapshot.workflow, undefined, stageCommands);
       const planned = await plan(staged, env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now);
       let decision: Decision | undefined;
+      let requeueWritten = false;
       if (planned.decision === 'needs-transaction') {
         try {
           decision = await transitionInTransaction(env, snapshot, staged, now);
@@ -140,8 +142,18 @@ export function workflowReconciler(
         decision = planned.decision;
       } else {
         let revision: number | undefined;
+        // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
+        const decided = planned.decision;
+        const requeue =
+          decided.kind === 'wait' && ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key
+            ? { kind: WORKFLOW_WORK_KIND, key, at: decided.until }
+            : undefined;
         try {
-          revision = await flushWrites(ctx.sql, staged, now, { revision: snapshot.workflow.revision, lease });
+          revision = await flushWrites(ctx.sql, staged, now, {
+            revision: snapshot.workflow.revision,
+            lease,
+            ...(requeue ? { requeue } : {}),
+          });
         } catch (error) {
           if (!staged.command || !isSqlError(error, 'unique-violation')) throw error;
           // Nothing was written; plan again, sending through enqueue.
@@ -149,6 +161,7 @@ export function workflowReconciler(
         }
         if (revision !== undefined) snapshot.workflow.revision = revision;
         decision = revision === undefined ? undefined : planned.decision;
+        requeueWritten = requeue !== undefined && revision !== undefined;
       }
       if (decision === undefined) {
         // Stale (or a staged command's key was taken): something changed the workflow (a verb, the node's labels)
@@ -162,7 +175,10 @@ export function workflowReconciler(
       run = undefined;
       transitions += Math.max(1, planned.transitions);
       if (decision.kind === 'idle') return undefined;
-      if (decision.kind === 'wait') return requeueAt(ctx, decision.until.getTime());
+      if (decision.kind === 'wait') {
+        const result = requeueAt(ctx, decision.until.getTime());
+        return requeueWritten ? { ...result, requeueWritten: true } : result;
+      }
       if (decision.kind === 'run') {
         const outcome = await runControlPlaneStep(ctx, steps, decision.request);
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };

@@ -1,0 +1,57 @@
+import { ENGINE_DEFAULTS } from 'better-compute/provision';
+import { expect, it } from 'vitest';
+import type { EngineLab } from '../support/engine-lab';
+
+interface ItemRow {
+  not_before: Date;
+  claimed_by: string | null;
+}
+
+async function workflowItem(lab: EngineLab): Promise<ItemRow | undefined> {
+  const { rows } = await lab.db.query<ItemRow>(
+    "SELECT not_before, claimed_by FROM work_items WHERE kind = 'workflow' AND key = $1",
+    [lab.nodeId],
+  );
+  return rows[0];
+}
+
+/** A pass on the result of the first of two agent steps, the reconciler called directly with `item` or without. */
+async function passOnFirstResult(lab: EngineLab, item: boolean) {
+  lab.nodeAgent.respond({ outcome: 'ignore' });
+  const id = await lab.start({ id: 'lab-own-requeue', steps: [{ use: 'lab.ping' }, { use: 'lab.ping' }] });
+  await lab.compute.runDueWork();
+  lab.nodeAgent.respond({ outcome: 'succeed' });
+  await lab.nodeAgent.poll();
+  // What the worker's claim does to the item before the pass (the wake's due time is then in the past).
+  await lab.db.query(
+    "UPDATE work_items SET claimed_by = 'test', enqueued_not_before = NULL, urgent = false WHERE kind = 'workflow' AND key = $1",
+    [lab.nodeId],
+  );
+  const reconcile = lab.provision.reconcilers?.workflow;
+  if (!reconcile) throw new Error('no workflow reconciler');
+  const ctx = { ...lab.compute.context, ...(item ? { item: { kind: 'workflow', key: lab.nodeId } } : {}) };
+  const result = await reconcile(lab.nodeId, ctx);
+  return { id, result };
+}
+
+export function ownRequeueScenarios(getLab: () => EngineLab) {
+  it('a pass that ends waiting on an agent step writes its own requeue with the transition', async () => {
+    const lab = getLab();
+    const { id, result } = await passOnFirstResult(lab, true);
+    const pollAt = lab.clock.now().getTime() + ENGINE_DEFAULTS.workflowPollMs;
+    expect(result).toEqual({ requeueAfterMs: ENGINE_DEFAULTS.workflowPollMs, requeueWritten: true });
+    // Nobody recorded the pass (the reconciler was called directly): the statement that sent main.2's command did.
+    expect(await workflowItem(lab)).toEqual({ not_before: new Date(pollAt), claimed_by: null });
+    expect((await lab.workflow(id)).steps.map((s) => s.state)).toEqual(['succeeded', 'waiting']);
+  });
+
+  it('leaves the requeue to the worker when the pass is not run for its work item', async () => {
+    const lab = getLab();
+    const { result } = await passOnFirstResult(lab, false);
+    expect(result).toEqual({ requeueAfterMs: ENGINE_DEFAULTS.workflowPollMs });
+    // Still claimed and due from the result's wake: only a worker's record would requeue it.
+    const row = await workflowItem(lab);
+    expect(row?.claimed_by).toBe('test');
+    expect(row?.not_before.getTime()).toBeLessThanOrEqual(lab.clock.now().getTime());
+  });
+}

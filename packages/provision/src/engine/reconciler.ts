@@ -94,15 +94,15 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * The `workflow` reconciler, keyed by node id (or workflow id). A transition is what the engine decides on one
  * happening (a step's run ended, a command settled, a deadline passed, a verb): the step settled, the steps skipped
  * after it and the next one started, or the workflow finished. It plans from the workflow as it last read or wrote it
- * (first as the worker's claim read it, its `preload`)
- * and writes it in one statement, which commits only while the workflow's revision (bumped by every change, the verbs'
- * locks among them) is the one it planned from, the node's labels are those it evaluated `when` on, and the worker
- * holds its shard; a stale plan is read again and planned anew. A node step's command is inserted by that same
- * statement. What a plan cannot do alone (send a site step's command, read a command, queue the owner, set the host
- * config) runs in a transaction with the workflow row locked. Control-plane steps run between, outside any
- * transaction; the reconciler asks to be queued again at the next moment it cares about (a command poll, a
- * stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against
- * `configUnits` (the built-ins by default).
+ * (first as the worker's claim read it: its `preload`) and writes it in one statement, which commits only while the
+ * workflow's revision (bumped by every change, the verbs' locks among them) is the one it planned from, the node's
+ * labels are those it evaluated `when` on, and the worker holds its shard; a stale plan is read again and planned
+ * anew. A node step's command is inserted by that same statement, and a pass that ends waiting on it requeues its own
+ * work item there too (`requeueItemSql`), so the worker has nothing to record. What a plan cannot do alone (send a
+ * site step's command, read a command, queue the owner, set the host config) runs in a transaction with the workflow
+ * row locked. Control-plane steps run between, outside any transaction; the reconciler asks to be queued again at the
+ * next moment it cares about (a command poll, a stepNotReady delay, a deadline). A succeeded workflow's `hostConfig`
+ * resolves against `configUnits` (the built-ins by default).
  *
  * @example
  * ```ts

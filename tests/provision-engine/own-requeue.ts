@@ -1,6 +1,7 @@
 import { ENGINE_DEFAULTS } from 'better-compute/provision';
 import { expect, it } from 'vitest';
 import type { EngineLab } from '../support/engine-lab';
+import { firstOfTwoAnswered, workflowReconciler } from './direct-pass';
 
 interface ItemRow {
   not_before: Date;
@@ -17,20 +18,14 @@ async function workflowItem(lab: EngineLab): Promise<ItemRow | undefined> {
 
 /** A pass on the result of the first of two agent steps, the reconciler called directly with `item` or without. */
 async function passOnFirstResult(lab: EngineLab, item: boolean) {
-  lab.nodeAgent.respond({ outcome: 'ignore' });
-  const id = await lab.start({ id: 'lab-own-requeue', steps: [{ use: 'lab.ping' }, { use: 'lab.ping' }] });
-  await lab.compute.runDueWork();
-  lab.nodeAgent.respond({ outcome: 'succeed' });
-  await lab.nodeAgent.poll();
+  const id = await firstOfTwoAnswered(lab, 'lab-own-requeue');
   // What the worker's claim does to the item before the pass (the wake's due time is then in the past).
   await lab.db.query(
     "UPDATE work_items SET claimed_by = 'test', enqueued_not_before = NULL, urgent = false WHERE kind = 'workflow' AND key = $1",
     [lab.nodeId],
   );
-  const reconcile = lab.provision.reconcilers?.workflow;
-  if (!reconcile) throw new Error('no workflow reconciler');
   const ctx = { ...lab.compute.context, ...(item ? { item: { kind: 'workflow', key: lab.nodeId } } : {}) };
-  const result = await reconcile(lab.nodeId, ctx);
+  const result = await workflowReconciler(lab)(lab.nodeId, ctx);
   return { id, result };
 }
 

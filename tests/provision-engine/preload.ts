@@ -1,7 +1,8 @@
-import type { ModuleContext, Reconciler, SqlExecutor } from 'better-compute/core';
+import type { ModuleContext, SqlExecutor } from 'better-compute/core';
 import { pauseWorkflow } from 'better-compute/provision';
 import { expect, it } from 'vitest';
 import type { EngineLab } from '../support/engine-lab';
+import { firstOfTwoAnswered, workflowReconciler } from './direct-pass';
 
 /** `db` with its reads of the workflow (the reconciler's own `SELECT w.*, …`) counted. */
 function countingWorkflowReads(db: SqlExecutor): { sql: SqlExecutor; reads: () => number } {
@@ -21,12 +22,6 @@ function countingWorkflowReads(db: SqlExecutor): { sql: SqlExecutor; reads: () =
   return { sql, reads: () => reads };
 }
 
-function workflowReconciler(lab: EngineLab): Reconciler {
-  const reconciler = lab.provision.reconcilers?.workflow;
-  if (!reconciler?.preload) throw new Error('the workflow reconciler has no preload');
-  return reconciler;
-}
-
 async function preloadOf(lab: EngineLab, key: string): Promise<unknown> {
   const build = workflowReconciler(lab).preload?.sql as (key: string) => string;
   const { rows } = await lab.db.query<{ v: unknown }>(`SELECT to_json(${build('$1::text')}) AS v`, [key]);
@@ -36,12 +31,8 @@ async function preloadOf(lab: EngineLab, key: string): Promise<unknown> {
 export function preloadScenarios(getLab: () => EngineLab) {
   it('a pass on a preloaded claim plans from the preload, command result included, without reading the workflow', async () => {
     const lab = getLab();
-    lab.nodeAgent.respond({ outcome: 'ignore' });
-    const id = await lab.start({ id: 'lab-preload', steps: [{ use: 'lab.ping' }, { use: 'lab.ping' }] });
-    await lab.compute.runDueWork();
     // The agent answers; the engine has not looked yet: what the claim would preload now carries the result.
-    lab.nodeAgent.respond({ outcome: 'succeed', result: { pong: 7 } });
-    await lab.nodeAgent.poll();
+    const id = await firstOfTwoAnswered(lab, 'lab-preload', { pong: 7 });
     const preloaded = await preloadOf(lab, lab.nodeId);
     expect(preloaded).toMatchObject({ id, state: 'running', in_flight_command: { state: 'succeeded' } });
 
@@ -78,11 +69,7 @@ export function preloadScenarios(getLab: () => EngineLab) {
 
   it('a stale preload (a verb changed the workflow since) is read again, and the verb wins', async () => {
     const lab = getLab();
-    lab.nodeAgent.respond({ outcome: 'ignore' });
-    const id = await lab.start({ id: 'lab-preload-stale', steps: [{ use: 'lab.ping' }, { use: 'lab.ping' }] });
-    await lab.compute.runDueWork();
-    lab.nodeAgent.respond({ outcome: 'succeed', result: { pong: 1 } });
-    await lab.nodeAgent.poll();
+    const id = await firstOfTwoAnswered(lab, 'lab-preload-stale', { pong: 1 });
     const preloaded = await preloadOf(lab, lab.nodeId);
     await pauseWorkflow(lab.compute.context, { workflowId: id });
     const { sql, reads } = countingWorkflowReads(lab.db);

@@ -11,6 +11,12 @@ export type Finish =
 
 const RELEASE_CLAIM = 'claimed_by = NULL, claimed_at = NULL, enqueued_not_before = NULL';
 
+// A requeue as every path writes it (a worker's batch, a reconciler's own statement): due at `at` or at an earlier
+// enqueue made while the pass ran, attempts reset, the claim released. `item` is the work_items alias.
+const requeueSets = (item: string, at: string, now: string) =>
+  `not_before = LEAST(${at}, ${item}.enqueued_not_before), attempts = 0, last_error = NULL, ${RELEASE_CLAIM},
+   updated_at = ${now}`;
+
 // One statement per change, each carrying its own lease check: a CTE share-locks the lease row (so a takeover waits
 // for the statement) and the change applies only if the row is there. One round trip instead of a four-statement
 // transaction, and the check and the change cannot be separated by a takeover.
@@ -135,8 +141,7 @@ export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[],
        WHERE c.requeue_at IS NULL AND w.kind = c.kind AND w.key = c.key AND w.seq = c.seq
        RETURNING w.kind, w.key
      ), requeued AS (
-       UPDATE work_items w SET not_before = LEAST(c.requeue_at, w.enqueued_not_before), attempts = 0,
-         last_error = NULL, ${RELEASE_CLAIM}, updated_at = $11
+       UPDATE work_items w SET ${requeueSets('w', 'c.requeue_at', '$11')}
        FROM finished c
        WHERE c.requeue_at IS NOT NULL AND w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key
@@ -178,4 +183,23 @@ export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[],
       }
     }),
   );
+}
+
+/**
+ * The statement that requeues a work item (what a worker records for `{ requeueAfterMs }`), for a reconciler to run
+ * as a CTE of its own last statement, so the pass ends without a statement of the worker's: due at `at` or at an
+ * earlier enqueue made while the pass ran, attempts reset, the claim released. Every argument is an SQL expression
+ * (placeholders, typically); `condition` gates it (the reconciler's own write succeeding, say). The statement must be
+ * fenced by the lease the item was claimed under (`leaseFenceSql`), as the worker's own record would be; then return
+ * `{ requeueAfterMs, requeueWritten: true }`. Use it only for the item `ctx.item` names.
+ *
+ * @example
+ * ```ts
+ * const requeue = requeueItemSql({ kind: '$5', key: '$6', at: '$7', now: '$2', condition: 'EXISTS (SELECT 1 FROM wf)' });
+ * await ctx.sql.query(`WITH fence AS (…), wf AS (UPDATE …), rq AS (${requeue}) SELECT …`, params);
+ * ```
+ */
+export function requeueItemSql(p: { kind: string; key: string; at: string; now: string; condition?: string }): string {
+  return `UPDATE work_items w SET ${requeueSets('w', `${p.at}::timestamptz`, p.now)}
+    WHERE w.kind = ${p.kind} AND w.key = ${p.key} AND ${p.condition ?? 'TRUE'}`;
 }

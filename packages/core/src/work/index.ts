@@ -9,13 +9,13 @@ export {
   leaseOf,
   type ShardLease,
 } from './fenced-executor';
+export { requeueItemSql } from './finish';
 export { type RunDueWorkOptions, runDueWork } from './run-due-work';
 export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {
   type BackoffOptions,
   parseWorkNotification,
   type ReconcileResult,
-  requeueItemSql,
   URGENT_LEAD_MS,
   URGENT_SUFFIX,
   WORK_CHANNEL,

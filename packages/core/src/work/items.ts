@@ -51,6 +51,7 @@ interface ItemRow {
   attempts: number;
   not_before: Date;
   claim_order: Date;
+  urgent: boolean | null;
   next_due: Date | null;
   preload_ok: boolean | null;
   preloaded: unknown;
@@ -123,7 +124,7 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // rows still look due, hence the exclusion of their keys. ORDER BY … LIMIT 1 walks the not_before index and stops
   // at the first row (a min() beside the anti-join would read the whole queue).
   const next = withNext
-    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT w.not_before FROM work_items w
+    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT w.not_before FROM work_items w
          WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1),
          NULL, NULL`
     : '';
@@ -155,14 +156,15 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
          row_number() OVER (PARTITION BY urgent ORDER BY claim_order, kind, key) AS nth_of_class
        FROM ranked WHERE nth = 1
      ), chosen AS (
-       SELECT kind, key, claim_order FROM firsts WHERE urgent OR nth_of_class <= $7
+       SELECT kind, key, claim_order, urgent FROM firsts WHERE urgent OR nth_of_class <= $7
        ORDER BY claim_order, kind, key LIMIT $4
      ), claimed AS (
        UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
        FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
-       RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order
+       RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order, c.urgent
      )
-     SELECT c.kind, c.key, c.shard, c.seq, c.attempts, c.not_before, c.claim_order, NULL::timestamptz AS next_due,
+     SELECT c.kind, c.key, c.shard, c.seq, c.attempts, c.not_before, c.claim_order, c.urgent,
+       NULL::timestamptz AS next_due,
        ${preload.columns} FROM claimed c ${preload.join}
      ${next}`,
     params,
@@ -183,7 +185,7 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
       seq: r.seq,
       attempts: r.attempts,
       notBefore: r.not_before,
-      urgent: new Date(r.claim_order).getTime() < new Date(r.not_before).getTime(),
+      urgent: r.urgent === true,
       ...(r.preload_ok === true && filter.preload?.has(r.kind) ? { preloaded: r.preloaded } : {}),
     }));
   return { items, nextDueAt: nextDue ? new Date(nextDue) : undefined };

@@ -39,7 +39,7 @@ export interface WorkQueue {
 
 /**
  * What a reconciler may ask for: run again after a delay (the earliest of this and any enqueue wins). With
- * `requeueWritten: true` it says it already wrote that requeue itself, with {@link requeueItemSql} in a statement
+ * `requeueWritten: true` it says it already wrote that requeue itself, with `requeueItemSql` in a statement
  * that committed (so the worker records nothing).
  */
 export type ReconcileResult = undefined | { requeueAfterMs: number; requeueWritten?: boolean };
@@ -106,24 +106,4 @@ export function parseWorkNotification(payload: string): { shard: number; urgent:
   const digits = urgent ? payload.slice(0, -URGENT_SUFFIX.length) : payload;
   if (!/^\d{1,9}$/.test(digits)) return undefined;
   return { shard: Number(digits), urgent };
-}
-
-/**
- * The statement that requeues a work item (what a worker records for `{ requeueAfterMs }`), for a reconciler to run
- * as a CTE of its own last statement, so the pass ends without a statement of the worker's: due at `at` or at an
- * earlier enqueue made while the pass ran, attempts reset, the claim released. Every argument is an SQL expression
- * (placeholders, typically); `condition` gates it (the reconciler's own write succeeding, say). The statement must be
- * fenced by the lease the item was claimed under (`leaseFenceSql`), as the worker's own record would be; then return
- * `{ requeueAfterMs, requeueWritten: true }`. Use it only for the item `ctx.item` names.
- *
- * @example
- * ```ts
- * const requeue = requeueItemSql({ kind: '$5', key: '$6', at: '$7', now: '$2', condition: 'EXISTS (SELECT 1 FROM wf)' });
- * await ctx.sql.query(`WITH fence AS (…), wf AS (UPDATE …), rq AS (${requeue}) SELECT …`, params);
- * ```
- */
-export function requeueItemSql(p: { kind: string; key: string; at: string; now: string; condition?: string }): string {
-  return `UPDATE work_items SET not_before = LEAST(${p.at}::timestamptz, enqueued_not_before), attempts = 0,
-      last_error = NULL, claimed_by = NULL, claimed_at = NULL, enqueued_not_before = NULL, updated_at = ${p.now}
-    WHERE kind = ${p.kind} AND key = ${p.key} AND ${p.condition ?? 'TRUE'}`;
 }

@@ -128,7 +128,10 @@ export class BulkAgents {
         await commands.ackCommand(this.db, ref);
         await commands.startCommand(this.db, ref);
         await this.db.transaction((tx) => commands.completeCommand(tx, ref));
-        this.completed.set(command.id, { workflowId: command.workflowId, completedAt: Date.now() });
+        this.completed.set(command.id, {
+          workflowId: command.workflowId,
+          completedAt: performance.timeOrigin + performance.now(),
+        });
       } catch (err) {
         if (this.#stopped) return;
         this.errors += 1;

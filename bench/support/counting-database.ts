@@ -125,7 +125,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       if (commitsOnItsOwn(text)) counts.autocommits += 1;
       const ids = commandIds(text, params);
       const result = await query<R>(db, text, params);
-      const at = Date.now();
+      const at = performance.timeOrigin + performance.now();
       for (const id of ids) sentAt.set(id, at);
       return result;
     },
@@ -134,7 +134,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       bump(TRANSACTION_PAIR, 2);
       const inserted: string[] = [];
       const result = await db.transaction((tx) => fn(wrapTx(tx, inserted)));
-      const at = Date.now();
+      const at = performance.timeOrigin + performance.now();
       for (const id of inserted) sentAt.set(id, at);
       return result;
     },

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock';
+import { addMs, type Clock } from '../clock';
 import { ComputeError } from '../errors';
 import type { Logger } from '../kernel/logger';
 import type { ModuleContext, Reconciler } from '../kernel/module';
@@ -36,13 +36,16 @@ export interface ProcessItemInput {
 export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number };
 
 // `written`: the reconciler wrote its requeue itself (requeueItemSql), so nothing is left to record.
-type Result = DoneOrRequeued | { outcome: 'requeued'; written: true } | { outcome: 'failed'; error: unknown };
+type Result =
+  | DoneOrRequeued
+  | { outcome: 'requeued'; delayMs: number; written: true }
+  | { outcome: 'failed'; error: unknown };
 
 function checkResult(value: unknown): Result {
   if (value === undefined || value === null) return { outcome: 'done' };
   const { requeueAfterMs: delay, requeueWritten } = value as { requeueAfterMs?: unknown; requeueWritten?: unknown };
   if (typeof value === 'object' && typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) {
-    if (requeueWritten === true) return { outcome: 'requeued', written: true };
+    if (requeueWritten === true) return { outcome: 'requeued', delayMs: delay, written: true };
     return { outcome: 'requeued', delayMs: delay };
   }
   const error = new ComputeError(
@@ -91,7 +94,7 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
   const { item, clock, log } = input;
   const startedAt = clock.now();
   const result = await reconcile(input);
-  const report = (outcome: WorkOutcome, attempts: number): WorkItemReport => ({
+  const report = (outcome: WorkOutcome, attempts: number, requeueAt?: Date): WorkItemReport => ({
     kind: item.kind,
     key: item.key,
     shard: item.shard,
@@ -100,26 +103,28 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
     dueAt: item.notBefore,
     startedAt,
     finishedAt: clock.now(),
+    ...(requeueAt ? { requeueAt } : {}),
   });
   // A fenced reconciler is recorded like any failure: recording is fenced too, and turns into 'fenced' if the lease is
   // really gone, while a stray fencing error under a held lease still gets its backoff.
   const now = clock.now();
-  let attempts = 0;
   try {
     // Recorded already, by the reconciler's own statement (fenced as the worker's record would have been).
-    if ('written' in result) return report('requeued', 0);
+    if ('written' in result) return report('requeued', 0, addMs(now, result.delayMs));
     if (result.outcome === 'failed') {
-      attempts = item.attempts + 1;
+      const attempts = item.attempts + 1;
       const delayMs = backoffDelayMs(attempts, input.backoff);
       const error = describeFailure(result.error);
       await finishItem(input.db, item, { outcome: 'failed', delayMs, error }, now, input.lease);
       log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });
-    } else if (input.recordFinish) {
+      return report('failed', attempts, addMs(now, delayMs));
+    }
+    if (input.recordFinish) {
       if ((await input.recordFinish(item, result, now)) === 'fenced') return report('fenced', item.attempts);
     } else {
       await finishItem(input.db, item, result, now, input.lease);
     }
-    return report(result.outcome, attempts);
+    return report(result.outcome, 0, result.outcome === 'requeued' ? addMs(now, result.delayMs) : undefined);
   } catch (err) {
     if (isFencedError(err)) return report('fenced', item.attempts);
     throw err;

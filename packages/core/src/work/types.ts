@@ -76,6 +76,11 @@ export interface WorkItemReport {
   /** When the reconciler was called and when the item was finished, from the Clock. */
   startedAt: Date;
   finishedAt: Date;
+  /**
+   * When the item is due again after this pass, from the Clock: set for `requeued` (now + `requeueAfterMs`) and
+   * `failed` (now + the backoff); absent for `done` and `fenced`. An enqueue made during the pass may make it due sooner.
+   */
+  requeueAt?: Date;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { addMs } from '../clock';
 import { Mutex } from '../sql/mutex';
 import { describeFailure } from './backoff';
+import { ClaimNeed } from './claim-need';
 import { CompletionBatcher } from './completion-batcher';
 import { FencedExecutor } from './fenced-executor';
 import { type ClaimedItem, claimDueItemsAndNext } from './items';
@@ -39,6 +40,14 @@ export interface WorkerHandle {
   stats(): WorkerStats;
 }
 
+interface InFlight {
+  shard: number;
+  urgent: boolean;
+  /** A notification for its shard arrived while it ran. */
+  notified: boolean;
+  done: Promise<void>;
+}
+
 // The shortest idle sleep, so an item that is due but locked by another transaction is not polled in a tight loop.
 const MIN_SLEEP_MS = 10;
 const PRUNE_AFTER_MS = 3_600_000;
@@ -52,11 +61,13 @@ class Worker implements WorkerHandle {
   readonly #turns = new Mutex();
   readonly #owned = new Map<number, number>(); // shard → epoch
   #assigned = new Set<number>();
-  readonly #inFlight = new Map<string, { shard: number; urgent: boolean; done: Promise<void> }>(); // by key
+  readonly #inFlight = new Map<string, InFlight>(); // by key
   // Slots only urgent items may take, so a burst of routine work never makes a result wait for a free slot.
   readonly #urgentReserve: number;
   // An urgent wake arrived since the last claim: claim at once if a slot is free, not only once half of them are.
   #urgentWake = false;
+  // Claims only when a claim may find something, not after every pass.
+  readonly #need: ClaimNeed;
   readonly #outcomes: Record<WorkOutcome, number> = { done: 0, requeued: 0, failed: 0, fenced: 0 };
   #stopping = false;
   // Reconcilers see it as ctx.signal, so long work (a workflow step) can end early when the worker stops.
@@ -77,6 +88,7 @@ class Worker implements WorkerHandle {
     this.#completions = new CompletionBatcher(options.db, options.clock);
     this.#preloads = new ClaimPreloads(options.reconcilers, options.log);
     this.#urgentReserve = urgentReserve(options.concurrency);
+    this.#need = new ClaimNeed(options.pollMs);
   }
 
   async start(): Promise<void> {
@@ -87,6 +99,7 @@ class Worker implements WorkerHandle {
     await this.#preloads.check(db);
     try {
       this.#unlisten = await db.listen(WORK_CHANNEL, (payload) => this.#onNotification(payload));
+      this.#need.listening = true;
     } catch (err) {
       log.warn('work notifications unavailable; polling only', { workerId: this.id, error: describeFailure(err) });
     }
@@ -144,6 +157,10 @@ class Worker implements WorkerHandle {
     const notification = parseWorkNotification(payload);
     if (!notification || !this.#owned.has(notification.shard) || !this.#assigned.has(notification.shard)) return;
     if (notification.urgent) this.#urgentWake = true;
+    this.#need.want();
+    // The claim skips keys in flight, so an item of this shard that is running is claimed again once it finishes: the
+    // wake may be for it (the notification names the shard only).
+    for (const entry of this.#inFlight.values()) if (entry.shard === notification.shard) entry.notified = true;
     this.#wake();
   }
 
@@ -190,7 +207,10 @@ class Worker implements WorkerHandle {
     const wanted = [...this.#assigned].filter((s) => !this.#owned.has(s));
     const acquired = await acquireLeases(db, this.id, wanted, now, expiresAt);
     for (const [shard, epoch] of acquired) this.#owned.set(shard, epoch);
-    if (acquired.size > 0) this.#wake();
+    if (acquired.size > 0) {
+      this.#need.want();
+      this.#wake();
+    }
   }
 
   #isBusy(shard: number): boolean {
@@ -223,32 +243,39 @@ class Worker implements WorkerHandle {
           continue;
         }
         if (this.#claimableShards().length > 0) {
+          const now = this.#o.clock.now();
+          if (!this.#need.mayFind(now)) {
+            await this.#sleep(this.#need.msUntilClaim(now));
+            continue;
+          }
           this.#urgentWake = false;
-          const { claimed, routine, nextDueAt } = await this.#turns.run(() => this.#claim(free, routineRoom));
-          if (claimed === free) continue;
+          const { claimed, routine } = await this.#turns.run(() => this.#claim(free, routineRoom));
+          if (claimed === free) {
+            this.#need.want();
+            continue;
+          }
           // Routine items may be left due for want of room: a completion or an urgent wake is the next reason to claim.
           if (routine === routineRoom && routineRoom < free) {
+            this.#need.want();
             await this.#sleep(this.#o.pollMs);
             continue;
           }
           // The claim read when the next item falls due: no second query for how long to sleep.
-          await this.#sleep(this.#delayUntil(nextDueAt));
+          await this.#sleep(this.#delayUntil(this.#need.knownDueAt));
           continue;
         }
         await this.#sleep(await this.#idleDelay());
       } catch (err) {
         this.#warn('claiming work failed', err);
+        this.#need.want();
         await this.#sleep(this.#o.pollMs);
       }
     }
   }
 
-  async #claim(
-    limit: number,
-    routineLimit: number,
-  ): Promise<{ claimed: number; routine: number; nextDueAt: Date | undefined }> {
+  async #claim(limit: number, routineLimit: number): Promise<{ claimed: number; routine: number }> {
     const shards = this.#claimableShards();
-    if (shards.length === 0) return { claimed: 0, routine: 0, nextDueAt: undefined };
+    if (shards.length === 0) return { claimed: 0, routine: 0 };
     const filter = {
       claimant: this.id,
       now: this.#o.clock.now(),
@@ -258,11 +285,13 @@ class Worker implements WorkerHandle {
       busyKeys: [...this.#inFlight.keys()],
       leaseHolder: this.id,
     };
+    this.#need.claimStarted();
     const { items, nextDueAt } = await this.#preloads.claim((preload) =>
       claimDueItemsAndNext(this.#o.db, { ...filter, ...preload }),
     );
+    if (nextDueAt) this.#need.noteDue(nextDueAt);
     for (const item of items) this.#launch(item, this.#owned.get(item.shard));
-    return { claimed: items.length, routine: items.filter((item) => !item.urgent).length, nextDueAt };
+    return { claimed: items.length, routine: items.filter((item) => !item.urgent).length };
   }
 
   async #idleDelay(): Promise<number> {
@@ -272,10 +301,11 @@ class Worker implements WorkerHandle {
   }
 
   /** How long to sleep until `next` falls due: at most pollMs, at least MIN_SLEEP_MS. */
-  #delayUntil(next: Date | undefined): number {
+  #delayUntil(next: Date | number | undefined): number {
     const { clock, pollMs } = this.#o;
-    if (!next) return pollMs;
-    return Math.min(pollMs, Math.max(MIN_SLEEP_MS, next.getTime() - clock.now().getTime()));
+    if (next === undefined) return pollMs;
+    const at = typeof next === 'number' ? next : next.getTime();
+    return Math.min(pollMs, Math.max(MIN_SLEEP_MS, at - clock.now().getTime()));
   }
 
   #launch(item: ClaimedItem, epoch: number | undefined): void {
@@ -295,6 +325,7 @@ class Worker implements WorkerHandle {
     })
       .then((report) => {
         this.#outcomes[report.outcome] += 1;
+        if (report.requeueAt) this.#need.noteDue(report.requeueAt);
         if (report.outcome === 'fenced') {
           this.#o.log.warn('work item fenced: the shard has a new owner', { workerId: this.id, shard: item.shard });
         }
@@ -304,15 +335,20 @@ class Worker implements WorkerHandle {
           this.#warn('onItem threw', err);
         }
       })
-      .catch((err) => this.#warn('recording a work result failed', err))
+      .catch((err) => {
+        // The item is left claimed and due: claimed again at once.
+        this.#need.want();
+        this.#warn('recording a work result failed', err);
+      })
       .finally(() => {
+        if (this.#inFlight.get(item.key)?.notified) this.#need.want();
         this.#inFlight.delete(item.key);
         if (this.#owned.has(item.shard) && !this.#assigned.has(item.shard) && !this.#isBusy(item.shard)) {
           void this.#tick();
         }
         this.#wake();
       });
-    this.#inFlight.set(item.key, { shard: item.shard, urgent: item.urgent, done });
+    this.#inFlight.set(item.key, { shard: item.shard, urgent: item.urgent, notified: false, done });
   }
 
   #wake(): void {

@@ -143,7 +143,8 @@ export function defineClaimWhenDueConformance(create: () => Promise<ScratchDatab
         { backoff: { baseMs: 200 } },
       );
       stopAll.push(worker);
-      await waitFor('the retry', () => runs === 2, 5_000);
+      await waitFor('the retry recorded', () => worker.stats().processed === 2, 5_000);
+      expect(runs).toBe(2);
       expect(worker.stats().byOutcome).toMatchObject({ failed: 1, done: 1 });
     });
 

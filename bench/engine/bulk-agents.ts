@@ -7,7 +7,7 @@ interface Polled {
   workflowId: string;
 }
 
-/** When a command's result was reported: the wall-clock time (ms) right after completeCommand's transaction committed. */
+/** When a command's result was reported: the wall-clock time (ms) right after completeCommand's statement committed. */
 export interface Completion {
   workflowId: string;
   completedAt: number;
@@ -30,9 +30,9 @@ const IDLE_POLL_MS = 5;
 /**
  * The agents of every node at once, in process: one poller picks up every pending command of `kind` (of any node) in
  * bulk and `concurrency` runners answer them through the kernel's agent-side functions: ack, start and complete, each
- * committed on its own as the agent API's separate calls would be (ack and start as lone statements, complete in a
- * transaction); the commit time of the complete is recorded. With `thinkMs` 0 they answer as fast as they can; otherwise each command is answered a random
- * 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the runners only carry the answers). It
+ * committed on its own as the agent API's separate calls would be (each one statement; complete queues the wake in
+ * its own); the commit time of the complete is recorded. With `thinkMs` 0 they answer as fast as they can; otherwise
+ * each command is answered a random 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the runners only carry the answers). It
  * uses its own database handle (`db`), so none of its statements is counted against the engine.
  */
 export class BulkAgents {
@@ -123,11 +123,11 @@ export class BulkAgents {
     for (let command = await this.#take(); command; command = await this.#take()) {
       const ref = { nodeId: command.nodeId, commandId: command.id };
       try {
-        // Ack and start are one statement each on a live command: no transaction around them, as an agent API
-        // handler would not open one. Complete queues the workflow's wake with it, so it runs in a transaction.
+        // Each is one statement on a live command (complete queues the workflow's wake in it): no transaction around
+        // them, as an agent API handler would not open one.
         await commands.ackCommand(this.db, ref);
         await commands.startCommand(this.db, ref);
-        await this.db.transaction((tx) => commands.completeCommand(tx, ref));
+        await commands.completeCommand(this.db, ref);
         this.completed.set(command.id, {
           workflowId: command.workflowId,
           completedAt: performance.timeOrigin + performance.now(),

@@ -6,6 +6,7 @@ import type { Json } from '../json/types';
 import { validateInput } from '../manifest';
 import type { SqlExecutor } from '../sql/executor';
 import type { WorkQueue } from '../work/types';
+import { urgentWakeSql } from '../work/work-queue';
 import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
 import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
 import type { StagedCommand } from './staged-command';
@@ -91,12 +92,18 @@ async function applyMove(
     params.push([...guard.from], guard.owner ?? null);
     where += ' AND state = ANY($8::text[]) AND not_after >= $3 AND ($9::text IS NULL OR node_id = $9)';
   }
-  const { rows } = await tx.query<CommandRow>(
-    `UPDATE commands SET state = $2, updated_at = $3,
+  const update = `UPDATE commands SET state = $2, updated_at = $3,
        dispatched_at = CASE WHEN $2 = 'dispatched' THEN $3 ELSE dispatched_at END,
        finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
        reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
-     WHERE ${where} RETURNING *`,
+     WHERE ${where} RETURNING *`;
+  // A settle queues its wake in the same statement, so an agent's result is one round trip and needs no transaction
+  // to be atomic; with a work queue that is not the kernel's (the testkit's), through enqueue.
+  const wake = terminal
+    ? urgentWakeSql(work, 'woken', 'SELECT wake_kind, wake_key FROM moved', '$3', params)
+    : undefined;
+  const { rows } = await tx.query<CommandRow>(
+    wake ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${wake.notify} AS woken FROM moved` : update,
     params,
   );
   const row = rows[0];
@@ -105,7 +112,9 @@ async function applyMove(
     throw notFound(commandId);
   }
   const moved = toCommand(row);
-  if (terminal && moved.wake) await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
+  if (terminal && moved.wake && !wake) {
+    await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
+  }
   return moved;
 }
 

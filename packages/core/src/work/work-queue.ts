@@ -12,23 +12,64 @@ export interface WorkQueueOptions {
   shards?: number;
 }
 
-// One statement: the upsert keeps the earliest not_before (and, for an item being processed, the earliest asked since
-// its claim), bumps seq so a finishing worker sees it, and notifies the shard's owner (saying so when the wake is
-// urgent, so a busy worker claims at once). The NOTIFY is delivered at commit, so a worker is never woken for work it
-// cannot see yet.
-const ENQUEUE_SQL = `
-WITH upserted AS (
-  INSERT INTO work_items AS w (kind, key, shard, not_before, seq, attempts, urgent, created_at, updated_at)
-  VALUES ($1, $2, $3, $4, 1, 0, $6, $5, $5)
+/**
+ * The upsert of work items: `rows` (a VALUES list or a SELECT) yields `(kind, key, shard, not_before, urgent, now)`.
+ * It keeps the earliest not_before (and, for an item being processed, the earliest asked since its claim) and bumps
+ * seq, so a finishing worker sees it. Returns each item's shard.
+ */
+function upsertWorkSql(rows: string): string {
+  return `INSERT INTO work_items AS w (kind, key, shard, not_before, urgent, created_at, seq, attempts, updated_at)
+  SELECT r.kind, r.key, r.shard, r.not_before, r.urgent, r.now, 1, 0, r.now
+  FROM (${rows}) AS r (kind, key, shard, not_before, urgent, now)
   ON CONFLICT (kind, key) DO UPDATE SET
     not_before = LEAST(w.not_before, EXCLUDED.not_before),
     enqueued_not_before = LEAST(w.enqueued_not_before, EXCLUDED.not_before),
     urgent = w.urgent OR EXCLUDED.urgent,
     seq = w.seq + 1,
     updated_at = EXCLUDED.updated_at
-  RETURNING w.shard
-)
+  RETURNING w.shard`;
+}
+
+// One statement: the upsert, and the NOTIFY of the shard's owner (saying so when the wake is urgent, so a busy worker
+// claims at once). The NOTIFY is delivered at commit, so a worker is never woken for work it cannot see yet.
+const ENQUEUE_SQL = `
+WITH upserted AS (${upsertWorkSql('VALUES ($1::text, $2::text, $3::int, $4::timestamptz, $6::boolean, $5::timestamptz)')})
 SELECT pg_notify('${WORK_CHANNEL}', shard::text || CASE WHEN $6 THEN '${URGENT_SUFFIX}' ELSE '' END) FROM upserted`;
+
+// The shard count of each work queue createWorkQueue made: a statement that queues a wake itself needs it.
+const shardCounts = new WeakMap<WorkQueue, number>();
+
+/**
+ * For a statement that queues the urgent wake of the rows it changed, as {@link WorkQueue.enqueue} would, in the same
+ * statement: the CTE to append (named `name`) and the expression that sends its notifications, to select once.
+ * `rows` selects `(kind, key)` pairs (rows with a NULL kind are skipped); `nowParam` is the placeholder of now, and
+ * the shard count is pushed onto `params`. Undefined for a work queue not made by {@link createWorkQueue} (the
+ * testkit's): the caller then calls `enqueue`.
+ *
+ * @example
+ * ```ts
+ * const wake = urgentWakeSql(work, 'woken', 'SELECT m.wake_kind, m.wake_key FROM moved m', '$3', params);
+ * const sql = wake && `WITH moved AS (UPDATE …) ${wake.cte} SELECT m.*, ${wake.notify} AS woken FROM moved m`;
+ * ```
+ */
+export function urgentWakeSql(
+  work: WorkQueue,
+  name: string,
+  rows: string,
+  nowParam: string,
+  params: unknown[],
+): { cte: string; notify: string } | undefined {
+  const shards = shardCounts.get(work);
+  if (shards === undefined) return undefined;
+  params.push(shards);
+  const shard = `work_shard_of(s.key, $${params.length}::int)`;
+  const source = `SELECT s.kind, s.key, ${shard}, ${nowParam}::timestamptz, true, ${nowParam}::timestamptz
+    FROM (${rows}) AS s (kind, key) WHERE s.kind IS NOT NULL`;
+  return {
+    cte: `, ${name} AS (${upsertWorkSql(source)})`,
+    notify: `(SELECT count(pg_notify('${WORK_CHANNEL}', shard::text || '${URGENT_SUFFIX}')) FROM ${name})`,
+  };
+}
 
 const MAX_TEXT = 512;
 
@@ -80,7 +121,7 @@ function requireUrgent(value: unknown): boolean {
 export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
   const shards = assertShardCount(options.shards ?? DEFAULT_SHARDS);
   const { clock } = options;
-  return {
+  const queue: WorkQueue = {
     async enqueue(tx: SqlExecutor, request: WorkRequest): Promise<void> {
       if (typeof request !== 'object' || request === null) {
         throw new ComputeError('INVALID_INPUT', 'a work request must be an object', { details: { path: [] } });
@@ -93,4 +134,6 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
       await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now, urgent]);
     },
   };
+  shardCounts.set(queue, shards);
+  return queue;
 }

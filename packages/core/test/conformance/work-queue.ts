@@ -60,6 +60,27 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
       expect(rows[0]?.n).toBe(2);
     });
 
+    it('computes the same shard in SQL (work_shard_of) as shardOf, for any key and shard count', async () => {
+      const keys = [
+        '',
+        'a',
+        'node_a',
+        'node_01k9z3xq7v0d3ts1m2b4c5e6f7',
+        'nœud-ü',
+        '機械-7',
+        '🖥️ rack 3',
+        'x'.repeat(512),
+      ];
+      const counts = [1, 7, 64, 1000, 65_536];
+      const { rows } = await db.query<{ key: string; shards: number; shard: number }>(
+        `SELECT k AS key, n AS shards, work_shard_of(k, n) AS shard
+         FROM unnest($1::text[]) AS k CROSS JOIN unnest($2::int[]) AS n`,
+        [keys, counts],
+      );
+      expect(rows).toHaveLength(keys.length * counts.length);
+      for (const row of rows) expect(row.shard, `${row.key} mod ${row.shards}`).toBe(shardOf(row.key, row.shards));
+    });
+
     it('refuses a bad request with INVALID_INPUT naming the field, and writes nothing', async () => {
       await expect(enqueue('', 'k')).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['kind'] } });
       await expect(

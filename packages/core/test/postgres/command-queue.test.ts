@@ -9,10 +9,12 @@ import {
   recordingWork,
   resetKernel,
 } from '../conformance/command-queue';
+import { defineCommandWakeConformance } from '../conformance/command-wake';
 import { scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
 
 describe.runIf(TEST_DATABASE_URL)('postgres', () => {
   defineCommandQueueConformance(scratchPostgres);
+  defineCommandWakeConformance(scratchPostgres);
 
   it('returns one command to two transactions enqueueing the same key at once', async () => {
     const scratch = await scratchPostgres();

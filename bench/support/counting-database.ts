@@ -72,8 +72,8 @@ const COMMAND_ID = /^cmd_[0-9A-Za-z]+$/;
  * The command ids among a statement's parameters, when the statement inserts commands: a parameter that is an id, or
  * a staged command (JSON with an `id`; `stagedCommandParam`).
  */
-function commandIds(text: string, params: readonly unknown[] | undefined): string[] {
-  if (!INSERTS_COMMAND.test(text) || !params) return [];
+function commandIds(facts: TextFacts, params: readonly unknown[] | undefined): string[] {
+  if (!facts.insertsCommand || !params) return [];
   const ids: string[] = [];
   for (const param of params) {
     if (typeof param !== 'string') continue;
@@ -86,8 +86,28 @@ function commandIds(text: string, params: readonly unknown[] | undefined): strin
   return ids;
 }
 
-function label(text: string): string {
-  return text.replace(/\s+/g, ' ').trim().slice(0, 100);
+/** What the counter needs to know of a statement's text. */
+interface TextFacts {
+  label: string;
+  commitsOnItsOwn: boolean;
+  insertsCommand: boolean;
+}
+
+// The engine sends a bounded set of texts, some of them kilobytes long: read each once, so the counting costs the
+// engine's process (where it runs, and whose latency is measured) a map lookup per statement, not three regexes.
+const factsByText = new Map<string, TextFacts>();
+
+function factsOf(text: string): TextFacts {
+  let facts = factsByText.get(text);
+  if (!facts) {
+    facts = {
+      label: text.replace(/\s+/g, ' ').trim().slice(0, 100),
+      commitsOnItsOwn: commitsOnItsOwn(text),
+      insertsCommand: INSERTS_COMMAND.test(text),
+    };
+    factsByText.set(text, facts);
+  }
+  return facts;
 }
 
 /**
@@ -101,12 +121,12 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
   const query = <R = Row>(target: SqlExecutor, text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
     counts.statements += 1;
-    bump(label(text));
+    bump(factsOf(text).label);
     return target.query<R>(text, params);
   };
   const wrapTx = (tx: SqlExecutor, inserted: string[]): SqlExecutor => ({
     query: (text, params) => {
-      inserted.push(...commandIds(text, params));
+      inserted.push(...commandIds(factsOf(text), params));
       return query(tx, text, params);
     },
     transaction: (fn) => {
@@ -122,8 +142,9 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     counts,
     sentAt,
     async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      if (commitsOnItsOwn(text)) counts.autocommits += 1;
-      const ids = commandIds(text, params);
+      const facts = factsOf(text);
+      if (facts.commitsOnItsOwn) counts.autocommits += 1;
+      const ids = commandIds(facts, params);
       const result = await query<R>(db, text, params);
       const at = performance.timeOrigin + performance.now();
       for (const id of ids) sentAt.set(id, at);

@@ -41,6 +41,14 @@ export interface ClaimFilter {
    * statement and returned as the item's `preloaded` (see `ReconcilerPreload`).
    */
   preload?: ReadonlyMap<string, (key: string) => string>;
+  /**
+   * Commit the claim without waiting for its WAL to reach disk (`synchronous_commit = off` for its own transaction).
+   * Only for a claim that commits on its own (not inside a caller's transaction, which it would relax too). Losing such
+   * a claim in a server crash loses nothing: the item is as it was, due, and is claimed again; and any later write of
+   * the pass, committed durably, flushes the claim's WAL first. The worker sets it: it saves a disk flush on the path
+   * from a result to the next command.
+   */
+  relaxedCommit?: boolean;
 }
 
 interface ItemRow {
@@ -129,6 +137,14 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
          NULL, NULL`
     : '';
   const preload = preloadColumns(filter.preload, params);
+  // set_config(…, true) lasts until the end of the statement's own transaction and is read when that commits. It is
+  // a one-time filter of the first candidates' scan, which every claim runs.
+  const relaxed = filter.relaxedCommit
+    ? {
+        cte: "relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS setting),",
+        condition: 'AND (SELECT setting FROM relaxed) IS NOT NULL',
+      }
+    : { cte: '', condition: '' };
   // One statement, so a claim is one round trip: lock twice the limit (so items whose key repeats, another kind of
   // the same node, leave room for others), keep the first of each key, and mark those claimed. The rows locked but
   // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier:
@@ -136,10 +152,10 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // backlog) and the two are merged; the global first `limit` are among the first 2 × limit of their kind. Routine
   // items are capped at $7 (read: twice that, $6).
   const { rows } = await db.query<ItemRow>(
-    `WITH urgent_candidates AS (
+    `WITH ${relaxed.cte} urgent_candidates AS (
        SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order,
          true AS urgent
-       FROM work_items w WHERE ${where} AND w.urgent
+       FROM work_items w WHERE ${where} AND w.urgent ${relaxed.condition}
        ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
      ), routine_candidates AS (
        SELECT w.kind, w.key, w.shard, w.not_before AS claim_order, false AS urgent

@@ -284,6 +284,8 @@ class Worker implements WorkerHandle {
       shards,
       busyKeys: [...this.#inFlight.keys()],
       leaseHolder: this.id,
+      // The worker's claim is a statement of its own on the database handle.
+      relaxedCommit: true,
     };
     this.#need.claimStarted();
     const { items, nextDueAt } = await this.#preloads.claim((preload) =>

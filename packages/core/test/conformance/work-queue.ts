@@ -81,6 +81,21 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
       for (const row of rows) expect(row.shard, `${row.key} mod ${row.shards}`).toBe(shardOf(row.key, row.shards));
     });
 
+    it('a claim with relaxedCommit turns synchronous_commit off for its own transaction only', async () => {
+      await enqueue('workflow', 'node_r');
+      const settingAfter = (relaxedCommit: boolean) =>
+        db.transaction(async (tx) => {
+          await claimDueItemsAndNext(tx, { claimant: 'w', now: clock.now(), limit: 1, relaxedCommit });
+          return (await tx.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s")).rows[0]?.s;
+        });
+      expect(await settingAfter(false)).toBe('on');
+      // Inside a caller's transaction (as no worker does it) the relaxation would reach the caller's commit: it lasts
+      // exactly as long as the claim's transaction.
+      expect(await settingAfter(true)).toBe('off');
+      const { rows } = await db.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s");
+      expect(rows[0]?.s).toBe('on');
+    });
+
     it('refuses a bad request with INVALID_INPUT naming the field, and writes nothing', async () => {
       await expect(enqueue('', 'k')).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['kind'] } });
       await expect(

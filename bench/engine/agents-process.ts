@@ -1,4 +1,5 @@
 import { type ChildProcess, fork } from 'node:child_process';
+import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Completion } from './bulk-agents';
 
@@ -10,7 +11,7 @@ interface Report {
 
 /**
  * {@link BulkAgents} in a child process (`agents-child.ts`) on its own pool, as remote agents would be: they no longer
- * share the engine's Node.js thread, only the machine. Same surface as BulkAgents; `start` resolves once the child
+ * share the engine's Node.js thread, only the machine, and at `nice` they yield its cores to the engine and the server. Same surface as BulkAgents; `start` resolves once the child
  * answers commands, and `stop` collects what it did.
  */
 export class AgentsProcess {
@@ -25,6 +26,8 @@ export class AgentsProcess {
     private readonly kind: string,
     private readonly concurrency: number,
     private readonly thinkMs = 0,
+    /** The child's niceness (0–19). */
+    private readonly nice = 0,
   ) {}
 
   start(): Promise<void> {
@@ -33,6 +36,9 @@ export class AgentsProcess {
       stdio: 'inherit',
     });
     this.#child = child;
+    // The agents stand for machines elsewhere: their client work yields the shared cores to the control plane (their
+    // statements still run on the server like anyone's).
+    if (child.pid !== undefined) setPriority(child.pid, this.nice);
     return new Promise((resolve, reject) => {
       child.once('error', reject);
       child.once('exit', (code) => reject(new Error(`the agents' process exited early (${code})`)));

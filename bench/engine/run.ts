@@ -57,6 +57,14 @@ const AGENT_CONCURRENCY = Number(process.env.BENCH_AGENT_CONCURRENCY ?? 8);
  * engine's Node.js thread) or `inline` (this process). On PGlite they are always inline.
  */
 const AGENTS_WHERE = process.env.BENCH_AGENTS ?? 'process';
+/**
+ * The agents' process's niceness, 0 (the default) to 19. Agents run on machines of their own; 19 makes their client
+ * work yield this machine's cores to the engine and the server (their statements still run at normal priority).
+ */
+const AGENTS_NICE = Number(process.env.BENCH_AGENTS_NICE ?? 0);
+if (!Number.isInteger(AGENTS_NICE) || AGENTS_NICE < 0 || AGENTS_NICE > 19) {
+  throw new Error('BENCH_AGENTS_NICE must be an integer from 0 to 19');
+}
 const PGBENCH_SECONDS = 5;
 /** The fleet workload's mean think time: how long a machine takes to answer a command (0.5–1.5 × this). */
 const FLEET_THINK_MS = Number(process.env.BENCH_FLEET_THINK_MS ?? 5_000);
@@ -317,7 +325,7 @@ async function measure(backend: Backend, workers: number, workload: Workload): P
   const thinkMs = workload === 'fleet' ? FLEET_THINK_MS : 0;
   const agents =
     backend === 'postgres' && AGENTS_WHERE === 'process'
-      ? new AgentsProcess(lab.url as string, 'bench.ping', AGENT_CONCURRENCY, thinkMs)
+      ? new AgentsProcess(lab.url as string, 'bench.ping', AGENT_CONCURRENCY, thinkMs, AGENTS_NICE)
       : new BulkAgents(lab.aux, lab.compute, 'bench.ping', AGENT_CONCURRENCY, thinkMs);
   try {
     const stepsEach = workload === 'control-plane' ? NOOP_STEPS : AGENT_STEPS;

@@ -60,7 +60,8 @@ export class ClaimNeed {
 
   /**
    * How long until a claim may find something without being wanted: the known due time or the poll floor, whichever
-   * comes first (0 when one has passed). Exact, not rounded up, since a timer may fire a little early.
+   * comes first, in whole ms (0 when one has passed). Not held to a minimum sleep: a timer may fire a millisecond
+   * early, and the worker then sleeps the rest rather than claiming too soon.
    */
   msUntilClaim(now: Date): number {
     const floor = Math.max(0, this.pollMs - (performance.now() - this.#lastClaimAt));

@@ -11,8 +11,9 @@ interface Report {
 
 /**
  * {@link BulkAgents} in a child process (`agents-child.ts`) on its own pool, as remote agents would be: they no longer
- * share the engine's Node.js thread, only the machine, and at `nice` they yield its cores to the engine and the server. Same surface as BulkAgents; `start` resolves once the child
- * answers commands, and `stop` collects what it did.
+ * share the engine's Node.js thread, only the machine, and at `nice` they yield its cores to the engine and the
+ * server. Same surface as BulkAgents; `start` resolves once the child answers commands, and `stop` collects what it
+ * did.
  */
 export class AgentsProcess {
   readonly completed = new Map<string, Completion>();

@@ -32,8 +32,9 @@ const IDLE_POLL_MS = 5;
  * bulk and `concurrency` runners answer them through the kernel's agent-side functions: ack, start and complete, each
  * committed on its own as the agent API's separate calls would be (each one statement; complete queues the wake in
  * its own); the commit time of the complete is recorded. With `thinkMs` 0 they answer as fast as they can; otherwise
- * each command is answered a random 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the runners only carry the answers). It
- * uses its own database handle (`db`), so none of its statements is counted against the engine.
+ * each command is answered a random 0.5–1.5 × `thinkMs` after it was picked up, as a machine running it would (the
+ * runners only carry the answers). It uses its own database handle (`db`), so none of its statements is counted
+ * against the engine.
  */
 export class BulkAgents {
   /** By command id. */

@@ -30,11 +30,16 @@ function upsertWorkSql(rows: string): string {
   RETURNING w.shard`;
 }
 
+// The NOTIFY of the shard each upserted row returns, the payload parseWorkNotification reads: `urgent` is an SQL
+// boolean expression.
+const notifyShardSql = (urgent: string) =>
+  `pg_notify('${WORK_CHANNEL}', shard::text || CASE WHEN ${urgent} THEN '${URGENT_SUFFIX}' ELSE '' END)`;
+
 // One statement: the upsert, and the NOTIFY of the shard's owner (saying so when the wake is urgent, so a busy worker
 // claims at once). The NOTIFY is delivered at commit, so a worker is never woken for work it cannot see yet.
 const ENQUEUE_SQL = `
 WITH upserted AS (${upsertWorkSql('VALUES ($1::text, $2::text, $3::int, $4::timestamptz, $6::boolean, $5::timestamptz)')})
-SELECT pg_notify('${WORK_CHANNEL}', shard::text || CASE WHEN $6 THEN '${URGENT_SUFFIX}' ELSE '' END) FROM upserted`;
+SELECT ${notifyShardSql('$6')} FROM upserted`;
 
 // The shard count of each work queue createWorkQueue made: a statement that queues a wake itself needs it.
 const shardCounts = new WeakMap<WorkQueue, number>();
@@ -67,7 +72,7 @@ export function urgentWakeSql(
     FROM (${rows}) AS s (kind, key) WHERE s.kind IS NOT NULL`;
   return {
     cte: `, ${name} AS (${upsertWorkSql(source)})`,
-    notify: `(SELECT count(pg_notify('${WORK_CHANNEL}', shard::text || '${URGENT_SUFFIX}')) FROM ${name})`,
+    notify: `(SELECT count(${notifyShardSql('true')}) FROM ${name})`,
   };
 }
 

@@ -24,6 +24,25 @@ FROM (
 WHERE c.id = p.id
 RETURNING c.id, c.node_id, c.workflow_id`;
 
+// Each real agent polls its own node's commands through commands_node_state_idx; the one statement above stands for a
+// thousand of those and would otherwise read every open command (commands_open_idx) to find the few pending ones, about
+// 190 times a second. This index, on the bench's scratch database only, gives the bulk poll the same narrow read, so
+// the stand-in for the agents does not take more of the server's CPU than the per-node polls it replaces.
+const POLL_INDEX_SQL = `CREATE INDEX IF NOT EXISTS bench_pending_commands_idx ON commands (kind, created_at, id)
+  WHERE state = 'pending'`;
+
+/**
+ * Creates the index the bulk poll reads (see POLL_INDEX_SQL), on a bench database, before the agents start.
+ *
+ * @example
+ * ```ts
+ * await createBulkPollIndex(aux);
+ * ```
+ */
+export async function createBulkPollIndex(db: SqlExecutor): Promise<void> {
+  await db.query(POLL_INDEX_SQL);
+}
+
 const POLL_LIMIT = 100;
 const IDLE_POLL_MS = 5;
 

@@ -37,7 +37,7 @@ import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
 import { AgentsProcess } from './agents-process';
 import { benchModule } from './bench-module';
-import { BulkAgents } from './bulk-agents';
+import { BulkAgents, createBulkPollIndex } from './bulk-agents';
 
 const baseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const workflows = Number(process.argv[2] ?? 1000);
@@ -153,6 +153,7 @@ async function openLab(backend: Backend, workers: number, nodeCount: number): Pr
       modules: [benchModule, provisionModule({ steps: [noop, ping] })],
       workers: { concurrency },
     });
+    await createBulkPollIndex(aux);
     const siteId = await insertSite(aux, {}, systemClock);
     const nodes: string[] = [];
     for (let i = 0; i < nodeCount; i += 250) {

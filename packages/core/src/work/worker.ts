@@ -1,24 +1,17 @@
 import { addMs } from '../clock';
-import { Mutex } from '../sql/mutex';
 import { describeFailure } from './backoff';
 import { ClaimNeed } from './claim-need';
+import { claimRoom } from './claim-room';
 import { CompletionBatcher } from './completion-batcher';
 import { FencedExecutor } from './fenced-executor';
+import { InFlightItems } from './in-flight-items';
 import { type ClaimedItem, claimDueItemsAndNext } from './items';
-import {
-  acquireLeases,
-  earliestDue,
-  heartbeat,
-  liveWorkerIds,
-  markStopped,
-  pruneWorkers,
-  releaseLeases,
-  renewLeases,
-} from './leases';
+import { earliestDue, heartbeat, markStopped, pruneWorkers } from './leases';
 import { ClaimPreloads } from './preloads';
 import { type DoneOrRequeued, processItem } from './process-item';
-import { assignedShards } from './shard';
+import { ShardHolder } from './shard-holder';
 import { parseWorkNotification, WORK_CHANNEL, type WorkOutcome } from './types';
+import { WakeSignal } from './wake-signal';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './worker-options';
 
 /** What a worker has done so far, for metrics, tests and benchmarks. */
@@ -40,14 +33,6 @@ export interface WorkerHandle {
   stats(): WorkerStats;
 }
 
-interface InFlight {
-  shard: number;
-  urgent: boolean;
-  /** A notification for its shard arrived while it ran. */
-  notified: boolean;
-  done: Promise<void>;
-}
-
 // The shortest idle sleep, so an item that is due but locked by another transaction is not polled in a tight loop.
 const MIN_SLEEP_MS = 10;
 const PRUNE_AFTER_MS = 3_600_000;
@@ -57,13 +42,8 @@ class Worker implements WorkerHandle {
   readonly #o: ResolvedWorkerOptions;
   readonly #completions: CompletionBatcher;
   readonly #preloads: ClaimPreloads;
-  // Claiming and rebalancing take turns, so a shard is never released while a claim from it is under way.
-  readonly #turns = new Mutex();
-  readonly #owned = new Map<number, number>(); // shard → epoch
-  #assigned = new Set<number>();
-  readonly #inFlight = new Map<string, InFlight>(); // by key
-  // Slots only urgent items may take, so a burst of routine work never makes a result wait for a free slot.
-  readonly #urgentReserve: number;
+  readonly #shards: ShardHolder;
+  readonly #inFlight = new InFlightItems();
   // An urgent wake arrived since the last claim: claim at once if a slot is free, not only once half of them are.
   #urgentWake = false;
   // Claims only when a claim may find something, not after every pass.
@@ -73,8 +53,7 @@ class Worker implements WorkerHandle {
   // Reconcilers see it as ctx.signal, so long work (a workflow step) can end early when the worker stops.
   readonly #stopSignal = new AbortController();
   #halted = false;
-  #woken = false;
-  #wakeSleeper: (() => void) | undefined;
+  readonly #signal = new WakeSignal();
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #tickRunning: Promise<void> | undefined;
   #tickAgain = false;
@@ -87,7 +66,7 @@ class Worker implements WorkerHandle {
     this.id = options.workerId;
     this.#completions = new CompletionBatcher(options.db, options.clock);
     this.#preloads = new ClaimPreloads(options.reconcilers, options.log);
-    this.#urgentReserve = urgentReserve(options.concurrency);
+    this.#shards = new ShardHolder(options);
     this.#need = new ClaimNeed(options.pollMs);
   }
 
@@ -116,8 +95,7 @@ class Worker implements WorkerHandle {
   stats(): WorkerStats {
     const byOutcome = { ...this.#outcomes };
     const processed = byOutcome.done + byOutcome.requeued + byOutcome.failed + byOutcome.fenced;
-    const shards = [...this.#owned.keys()].sort((a, b) => a - b);
-    return { workerId: this.id, processed, byOutcome, inFlight: this.#inFlight.size, shards };
+    return { workerId: this.id, processed, byOutcome, inFlight: this.#inFlight.size, shards: this.#shards.held() };
   }
 
   async #shutdown(): Promise<void> {
@@ -130,14 +108,11 @@ class Worker implements WorkerHandle {
     // being renewed until then, and each idle shard is released as soon as it drains.
     await markStopped(db, this.id, clock.now()).catch((err) => this.#warn('marking the worker stopped failed', err));
     void this.#tick();
-    await Promise.allSettled([...this.#inFlight.values()].map((f) => f.done));
+    await this.#inFlight.drained();
     this.#halted = true;
     clearTimeout(this.#heartbeatTimer);
     await this.#tickRunning;
-    await this.#turns
-      .run(() => releaseLeases(db, this.id, clock.now()))
-      .then(() => this.#owned.clear())
-      .catch((err) => this.#warn('releasing leases failed', err));
+    await this.#shards.releaseAll().catch((err) => this.#warn('releasing leases failed', err));
     await this.#unlisten?.().catch(() => undefined);
     log.info('worker stopped', { workerId: this.id });
   }
@@ -155,12 +130,11 @@ class Worker implements WorkerHandle {
 
   #onNotification(payload: string): void {
     const notification = parseWorkNotification(payload);
-    if (!notification || !this.#owned.has(notification.shard) || !this.#assigned.has(notification.shard)) return;
+    if (!notification || !this.#shards.isClaimable(notification.shard)) return;
     if (notification.urgent) this.#urgentWake = true;
     this.#need.want();
-    // The claim skips keys in flight, so an item of this shard that is running is claimed again once it finishes: the
-    // wake may be for it (the notification names the shard only).
-    for (const entry of this.#inFlight.values()) if (entry.shard === notification.shard) entry.notified = true;
+    // The notification names the shard only: it may be for an item of it that is running (see InFlightItems).
+    this.#inFlight.noteNotified(notification.shard);
     this.#wake();
   }
 
@@ -174,7 +148,14 @@ class Worker implements WorkerHandle {
       try {
         do {
           this.#tickAgain = false;
-          await this.#turns.run(() => this.#rebalance());
+          const acquired = await this.#shards.rebalance({
+            isStopping: () => this.#stopping,
+            isBusy: (shard) => this.#inFlight.isBusy(shard),
+          });
+          if (acquired > 0) {
+            this.#need.want();
+            this.#wake();
+          }
         } while (this.#tickAgain && !this.#halted);
       } catch (err) {
         this.#warn('worker heartbeat failed', err);
@@ -185,71 +166,27 @@ class Worker implements WorkerHandle {
     return this.#tickRunning;
   }
 
-  async #rebalance(): Promise<void> {
-    const { db, clock, leaseMs, shards } = this.#o;
-    const now = clock.now();
-    const expiresAt = addMs(now, leaseMs);
-    if (!this.#stopping) await heartbeat(db, this.id, now);
-    const held = await renewLeases(db, this.id, [...this.#owned.keys()], expiresAt);
-    for (const [shard, epoch] of this.#owned) {
-      if (held.get(shard) === epoch) continue;
-      this.#owned.delete(shard);
-      this.#o.log.warn('shard lease lost to another worker', { workerId: this.id, shard });
-    }
-    const live = this.#stopping ? [] : await liveWorkerIds(db, addMs(now, -leaseMs));
-    this.#assigned = new Set(this.#stopping ? [] : assignedShards(this.id, live, shards));
-    const drained = [...this.#owned.keys()].filter((s) => !this.#assigned.has(s) && !this.#isBusy(s));
-    if (drained.length > 0) {
-      await releaseLeases(db, this.id, now, drained);
-      for (const shard of drained) this.#owned.delete(shard);
-    }
-    if (this.#stopping) return;
-    const wanted = [...this.#assigned].filter((s) => !this.#owned.has(s));
-    const acquired = await acquireLeases(db, this.id, wanted, now, expiresAt);
-    for (const [shard, epoch] of acquired) this.#owned.set(shard, epoch);
-    if (acquired.size > 0) {
-      this.#need.want();
-      this.#wake();
-    }
-  }
-
-  #isBusy(shard: number): boolean {
-    for (const entry of this.#inFlight.values()) if (entry.shard === shard) return true;
-    return false;
-  }
-
-  #claimableShards(): number[] {
-    return [...this.#owned.keys()].filter((s) => this.#assigned.has(s));
-  }
-
-  #routineInFlight(): number {
-    let n = 0;
-    for (const entry of this.#inFlight.values()) if (!entry.urgent) n += 1;
-    return n;
-  }
-
   async #loop(): Promise<void> {
     while (!this.#stopping) {
       try {
-        const { concurrency } = this.#o;
-        const free = concurrency - this.#inFlight.size;
-        const routineRoom = Math.max(0, Math.min(free, concurrency - this.#urgentReserve - this.#routineInFlight()));
-        // Claim in batches: with items in flight, wait until half the slots are free (a completion wakes the loop),
-        // so a busy worker does not run one claim statement per item; but an urgent wake is claimed as soon as a slot
-        // is free, and with no room for routine items only an urgent wake is worth a claim.
-        const batchReady = this.#inFlight.size === 0 || (free >= Math.ceil(concurrency / 2) && routineRoom > 0);
-        if (!(free > 0 && (batchReady || this.#urgentWake))) {
+        const { free, routineRoom, worthClaiming } = claimRoom({
+          concurrency: this.#o.concurrency,
+          inFlight: this.#inFlight.size,
+          routineInFlight: this.#inFlight.routineCount(),
+          urgentWake: this.#urgentWake,
+        });
+        if (!worthClaiming) {
           await this.#sleep(this.#o.pollMs);
           continue;
         }
-        if (this.#claimableShards().length > 0) {
+        if (this.#shards.claimable().length > 0) {
           const now = this.#o.clock.now();
           if (!this.#need.mayFind(now)) {
             await this.#sleep(this.#need.msUntilClaim(now));
             continue;
           }
           this.#urgentWake = false;
-          const { claimed, routine } = await this.#turns.run(() => this.#claim(free, routineRoom));
+          const { claimed, routine } = await this.#shards.takeTurn(() => this.#claim(free, routineRoom));
           if (claimed === free) {
             this.#need.want();
             continue;
@@ -274,7 +211,7 @@ class Worker implements WorkerHandle {
   }
 
   async #claim(limit: number, routineLimit: number): Promise<{ claimed: number; routine: number }> {
-    const shards = this.#claimableShards();
+    const shards = this.#shards.claimable();
     if (shards.length === 0) return { claimed: 0, routine: 0 };
     const filter = {
       claimant: this.id,
@@ -282,7 +219,7 @@ class Worker implements WorkerHandle {
       limit,
       routineLimit,
       shards,
-      busyKeys: [...this.#inFlight.keys()],
+      busyKeys: this.#inFlight.keys(),
       leaseHolder: this.id,
       // The worker's claim is a statement of its own on the database handle.
       relaxedCommit: true,
@@ -292,14 +229,14 @@ class Worker implements WorkerHandle {
       claimDueItemsAndNext(this.#o.db, { ...filter, ...preload }),
     );
     if (nextDueAt) this.#need.noteDue(nextDueAt);
-    for (const item of items) this.#launch(item, this.#owned.get(item.shard));
+    for (const item of items) this.#launch(item, this.#shards.epochOf(item.shard));
     return { claimed: items.length, routine: items.filter((item) => !item.urgent).length };
   }
 
   async #idleDelay(): Promise<number> {
     const { db, pollMs, concurrency } = this.#o;
     if (this.#inFlight.size >= concurrency) return pollMs;
-    return this.#delayUntil(await earliestDue(db, this.#claimableShards(), [...this.#inFlight.keys()]));
+    return this.#delayUntil(await earliestDue(db, this.#shards.claimable(), this.#inFlight.keys()));
   }
 
   /** How long to sleep until `next` falls due: at most pollMs, at least MIN_SLEEP_MS. */
@@ -343,42 +280,22 @@ class Worker implements WorkerHandle {
         this.#warn('recording a work result failed', err);
       })
       .finally(() => {
-        if (this.#inFlight.get(item.key)?.notified) this.#need.want();
-        this.#inFlight.delete(item.key);
-        if (this.#owned.has(item.shard) && !this.#assigned.has(item.shard) && !this.#isBusy(item.shard)) {
+        if (this.#inFlight.remove(item.key)) this.#need.want();
+        if (this.#shards.isLeaving(item.shard) && !this.#inFlight.isBusy(item.shard)) {
           void this.#tick();
         }
         this.#wake();
       });
-    this.#inFlight.set(item.key, { shard: item.shard, urgent: item.urgent, notified: false, done });
+    this.#inFlight.add(item, done);
   }
 
   #wake(): void {
-    const sleeper = this.#wakeSleeper;
-    if (sleeper) sleeper();
-    else this.#woken = true;
+    this.#signal.wake();
   }
 
   #sleep(ms: number): Promise<void> {
-    if (this.#woken || this.#stopping) {
-      this.#woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => finish(), ms);
-      const finish = () => {
-        clearTimeout(timer);
-        this.#wakeSleeper = undefined;
-        resolve();
-      };
-      this.#wakeSleeper = finish;
-    });
+    return this.#stopping ? Promise.resolve() : this.#signal.sleep(ms);
   }
-}
-
-/** The slots of a worker kept for urgent items: a quarter of its concurrency, rounded down. */
-export function urgentReserve(concurrency: number): number {
-  return Math.floor(concurrency / 4);
 }
 
 /**

@@ -3,8 +3,8 @@ import { systemClock } from '../../src/clock';
 import type { Reconciler } from '../../src/kernel/module';
 import type { SqlDatabase } from '../../src/sql';
 import { createWorkQueue, parseWorkNotification, shardOf, startWorker, WORK_CHANNEL } from '../../src/work';
+import { urgentReserve } from '../../src/work/claim-room';
 import { claimDueItems } from '../../src/work/items';
-import { urgentReserve } from '../../src/work/worker';
 import { contextFactory, useWorkDatabase, waitFor } from '../fixtures/work-support';
 import type { ScratchDatabase } from '../support/databases';
 

@@ -1,0 +1,66 @@
+interface InFlight {
+  shard: number;
+  urgent: boolean;
+  /** A notification for its shard arrived while it ran. */
+  notified: boolean;
+  done: Promise<void>;
+}
+
+/**
+ * The items a worker is running, by key. The claim skips their keys, so a notification for the shard of one that is
+ * running may be for it: such an item is marked, and claimed for again once it finishes.
+ *
+ * @example
+ * ```ts
+ * const running = new InFlightItems();
+ * running.add(item, done);
+ * running.noteNotified(item.shard);
+ * if (running.remove(item.key)) need.want(); // notified while it ran
+ * ```
+ */
+export class InFlightItems {
+  readonly #byKey = new Map<string, InFlight>();
+
+  get size(): number {
+    return this.#byKey.size;
+  }
+
+  /** The keys running, for the claim to skip. */
+  keys(): string[] {
+    return [...this.#byKey.keys()];
+  }
+
+  /** Until every item running now has finished. Never rejects. */
+  async drained(): Promise<void> {
+    await Promise.allSettled([...this.#byKey.values()].map((entry) => entry.done));
+  }
+
+  add(item: { key: string; shard: number; urgent: boolean }, done: Promise<void>): void {
+    this.#byKey.set(item.key, { shard: item.shard, urgent: item.urgent, notified: false, done });
+  }
+
+  /** Forgets a finished item; true when a notification for its shard came while it ran. */
+  remove(key: string): boolean {
+    const notified = this.#byKey.get(key)?.notified ?? false;
+    this.#byKey.delete(key);
+    return notified;
+  }
+
+  /** A notification for `shard` came: it may be for an item of it that is running. */
+  noteNotified(shard: number): void {
+    for (const entry of this.#byKey.values()) if (entry.shard === shard) entry.notified = true;
+  }
+
+  /** Whether an item of `shard` is running. */
+  isBusy(shard: number): boolean {
+    for (const entry of this.#byKey.values()) if (entry.shard === shard) return true;
+    return false;
+  }
+
+  /** How many of the items running are routine (not urgent). */
+  routineCount(): number {
+    let n = 0;
+    for (const entry of this.#byKey.values()) if (!entry.urgent) n += 1;
+    return n;
+  }
+}

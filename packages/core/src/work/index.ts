@@ -15,6 +15,7 @@ export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {
   type BackoffOptions,
   parseWorkNotification,
+  REBALANCE_PAYLOAD,
   type ReconcileResult,
   URGENT_LEAD_MS,
   URGENT_SUFFIX,

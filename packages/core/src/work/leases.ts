@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../sql/executor';
+import { REBALANCE_PAYLOAD, WORK_CHANNEL } from './types';
 
 // Every time below is a Clock time passed as a parameter: SQL never decides by now().
 
@@ -127,6 +128,19 @@ export async function releaseLeases(
  */
 export async function markStopped(db: SqlExecutor, workerId: string, now: Date): Promise<void> {
   await db.query('UPDATE workers SET stopped_at = $2 WHERE id = $1', [workerId, now]);
+}
+
+/**
+ * Tells every listening worker to rebalance now (see REBALANCE_PAYLOAD): after a worker joins, stops or releases
+ * leases. Delivered at commit, so the others see the change it announces.
+ *
+ * @example
+ * ```ts
+ * await announceRebalance(db);
+ * ```
+ */
+export async function announceRebalance(db: SqlExecutor): Promise<void> {
+  await db.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, REBALANCE_PAYLOAD]);
 }
 
 /**

@@ -2,7 +2,7 @@ import { addMs, type Clock } from '../clock';
 import type { Logger } from '../kernel/logger';
 import type { SqlExecutor } from '../sql/executor';
 import { Mutex } from '../sql/mutex';
-import { acquireLeases, heartbeat, liveWorkerIds, releaseLeases, renewLeases } from './leases';
+import { acquireLeases, announceRebalance, heartbeat, liveWorkerIds, releaseLeases, renewLeases } from './leases';
 import { assignedShards } from './shard';
 
 /** What a {@link ShardHolder} needs of its worker's options. */
@@ -19,8 +19,8 @@ export interface ShardHolderOptions {
 /**
  * The shards one worker holds leases on, and the ones assigned to it: live workers sorted by id, shard `s` to worker
  * `s mod n`. A rebalance heartbeats, renews what it holds (noting any lease lost to another worker), gives up what is
- * no longer assigned once no item of it is in flight, and takes what is assigned and free. A worker claims from the
- * shards it both holds and is assigned.
+ * no longer assigned once no item of it is in flight (announcing it, so the new owner takes it at once), and takes
+ * what is assigned and free. A worker claims from the shards it both holds and is assigned.
  *
  * Claims and rebalances take turns ({@link ShardHolder.takeTurn}), so a shard is never released while a claim from it
  * is under way.
@@ -81,12 +81,13 @@ export class ShardHolder {
     return this.#turns.run(() => this.#rebalance(worker.isStopping(), worker.isBusy));
   }
 
-  /** Gives up every lease, in its turn. */
+  /** Gives up every lease, in its turn, and announces it. */
   releaseAll(): Promise<void> {
     const { db, workerId, clock } = this.#o;
     return this.#turns.run(async () => {
-      await releaseLeases(db, workerId, clock.now());
+      const released = await releaseLeases(db, workerId, clock.now());
       this.#held.clear();
+      if (released.length > 0) await announceRebalance(db);
     });
   }
 
@@ -107,6 +108,7 @@ export class ShardHolder {
     if (drained.length > 0) {
       await releaseLeases(db, workerId, now, drained);
       for (const shard of drained) this.#held.delete(shard);
+      await announceRebalance(db);
     }
     if (stopping) return 0;
     const wanted = [...this.#assigned].filter((s) => !this.#held.has(s));

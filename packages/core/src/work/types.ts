@@ -94,6 +94,18 @@ export interface WorkItemReport {
  */
 export const WORK_CHANNEL = 'bc_work';
 
+/**
+ * The {@link WORK_CHANNEL} payload that tells every worker to rebalance now rather than at its next heartbeat: a worker
+ * joined, stopped or gave up leases. Without it a shard released by one worker would wait for its new owner's next
+ * heartbeat (up to `heartbeatMs`) with nobody claiming from it.
+ *
+ * @example
+ * ```ts
+ * await db.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, REBALANCE_PAYLOAD]);
+ * ```
+ */
+export const REBALANCE_PAYLOAD = 'rebalance';
+
 /** What follows the shard in the payload of an urgent wake's notification. */
 export const URGENT_SUFFIX = ' urgent';
 

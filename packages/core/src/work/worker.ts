@@ -6,11 +6,11 @@ import { CompletionBatcher } from './completion-batcher';
 import { FencedExecutor } from './fenced-executor';
 import { InFlightItems } from './in-flight-items';
 import { type ClaimedItem, claimDueItemsAndNext } from './items';
-import { earliestDue, heartbeat, markStopped, pruneWorkers } from './leases';
+import { announceRebalance, earliestDue, heartbeat, markStopped, pruneWorkers } from './leases';
 import { ClaimPreloads } from './preloads';
 import { type DoneOrRequeued, processItem } from './process-item';
 import { ShardHolder } from './shard-holder';
-import { parseWorkNotification, WORK_CHANNEL, type WorkOutcome } from './types';
+import { parseWorkNotification, REBALANCE_PAYLOAD, WORK_CHANNEL, type WorkOutcome } from './types';
 import { WakeSignal } from './wake-signal';
 import { type ResolvedWorkerOptions, resolveWorkerOptions, type WorkerOptions } from './worker-options';
 
@@ -82,6 +82,8 @@ class Worker implements WorkerHandle {
     } catch (err) {
       log.warn('work notifications unavailable; polling only', { workerId: this.id, error: describeFailure(err) });
     }
+    // The others make room for this worker now, not at their next heartbeat.
+    await announceRebalance(db);
     await this.#tick();
     this.#scheduleHeartbeat();
     this.#loopDone = this.#loop();
@@ -106,7 +108,9 @@ class Worker implements WorkerHandle {
     await this.#loopDone;
     // Leaving the live set first lets the other workers rebalance while the items in flight finish; leases keep
     // being renewed until then, and each idle shard is released as soon as it drains.
-    await markStopped(db, this.id, clock.now()).catch((err) => this.#warn('marking the worker stopped failed', err));
+    await markStopped(db, this.id, clock.now())
+      .then(() => announceRebalance(db))
+      .catch((err) => this.#warn('marking the worker stopped failed', err));
     void this.#tick();
     await this.#inFlight.drained();
     this.#halted = true;
@@ -129,6 +133,10 @@ class Worker implements WorkerHandle {
   }
 
   #onNotification(payload: string): void {
+    if (payload === REBALANCE_PAYLOAD) {
+      if (!this.#halted) void this.#tick();
+      return;
+    }
     const notification = parseWorkNotification(payload);
     if (!notification || !this.#shards.isClaimable(notification.shard)) return;
     if (notification.urgent) this.#urgentWake = true;

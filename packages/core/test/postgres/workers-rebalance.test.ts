@@ -16,7 +16,10 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
   let openGate: () => void = () => undefined;
   let gateStarted = false;
   // Two workers in one process, each with its own pool, as a benchmark or a server with several workers runs them.
-  const start = (workerId: string) =>
+  const QUICK = { leaseMs: 1_500, heartbeatMs: 100 };
+  // Heartbeats too far apart to happen during a test: only the rebalance announcements move shards.
+  const SLOW = { leaseMs: 600_000, heartbeatMs: 300_000 };
+  const start = (workerId: string, timing = QUICK) =>
     startWorker({
       db: scratch.connect(),
       clock: systemClock,
@@ -40,8 +43,7 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
       ]),
       makeContext: contextFactory(work),
       workerId,
-      leaseMs: 1_500,
-      heartbeatMs: 100,
+      ...timing,
       pollMs: 50,
     }).then((w) => {
       running.push(w);
@@ -115,5 +117,26 @@ describe.runIf(TEST_DATABASE_URL)('rebalancing (postgres)', () => {
     await waitFor('wrk_b to take the shard once the item finished', () => b.stats().shards.includes(shard));
     expect(a.stats().byOutcome).toMatchObject({ done: 1, fenced: 0 });
     expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
+  });
+
+  it('moves shards at once when a worker joins, drains a shard or stops, without waiting for a heartbeat', async () => {
+    const key = Array.from({ length: 100 }, (_, i) => `node_s${i}`).find((k) => shardOf(k, SHARDS) % 2 === 1) ?? '';
+    const shard = shardOf(key, SHARDS);
+    const a = await start('wrk_a', SLOW);
+    await db.transaction((tx) => work.enqueue(tx, { kind: 'gated', key }));
+    await waitFor('the gated item to start on wrk_a', () => gateStarted);
+
+    const b = await start('wrk_b', SLOW);
+    await waitFor('wrk_a to give up its idle odd shards', async () => (await owners()).wrk_b === SHARDS / 2 - 1);
+    await waitFor('wrk_b to see them', () => b.stats().shards.length === SHARDS / 2 - 1);
+    expect(a.stats().shards).toContain(shard);
+
+    openGate();
+    await waitFor('wrk_b to take the drained shard', () => b.stats().shards.includes(shard));
+    expect(a.stats().shards).toEqual([0, 2, 4, 6, 8, 10, 12, 14]);
+
+    await b.stop();
+    await waitFor('wrk_a to take every shard back', () => a.stats().shards.length === SHARDS);
+    expect(await owners()).toEqual({ wrk_a: SHARDS });
   });
 });

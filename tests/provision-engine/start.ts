@@ -174,6 +174,17 @@ export function startScenarios(getLab: () => EngineLab) {
     expect(labRecord.owner).toEqual([lab.nodeId]);
   });
 
+  it('refuses an owner no reconciler is registered for with INVALID_INPUT at owner, starting nothing', async () => {
+    const lab = getLab();
+    const error = await rejectionOf(() =>
+      lab.start({ id: 'lab-typo', steps: [{ use: 'lab.noop' }] }, { owner: 'lab.ownr' }),
+    );
+    expect(error).toMatchObject({ code: 'INVALID_INPUT', details: { path: ['owner'] } });
+    expect((error as Error).message).toContain("'lab.ownr'");
+    const { rows } = await lab.db.query('SELECT 1 FROM workflows WHERE node_id = $1', [lab.nodeId]);
+    expect(rows).toHaveLength(0);
+  });
+
   it("starts in the caller's transaction: a rollback leaves no workflow, no rows and no event", async () => {
     const lab = getLab();
     await rejectionOf(() =>

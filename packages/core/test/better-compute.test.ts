@@ -8,6 +8,7 @@ import { betterCompute, type Compute, type ComputeModule, definePlugin } from '.
 import { field, manifest } from '../src/manifest';
 import { createPgliteDatabase } from '../src/pglite';
 import type { SqlDatabase } from '../src/sql';
+import { createWorkQueue } from '../src/work';
 
 let compute: Compute | undefined;
 let database: SqlDatabase | undefined;
@@ -114,6 +115,15 @@ describe('betterCompute', () => {
     expect(handled).toEqual(['node_a']);
     await compute.runDueWork();
     expect(handled).toEqual(['node_a']);
+  });
+
+  it('gives modules a work queue that knows which kinds have a reconciler', async () => {
+    const sweeper: ComputeModule = { id: 'sweeper', reconcilers: { 'sweeper.visit': async () => undefined } };
+    compute = await betterCompute({ modules: [sweeper], clock });
+    const { work } = compute.context;
+    expect(['sweeper.visit', 'sweeper.typo'].map((kind) => work.handles?.(kind))).toEqual([true, false]);
+    // A queue made without kinds does not claim to know.
+    expect(createWorkQueue({ clock }).handles).toBeUndefined();
   });
 
   it('passes every enqueued command through the modules’ command policies', async () => {

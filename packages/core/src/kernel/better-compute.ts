@@ -134,7 +134,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
     throw err;
   }
 
-  const work = createWorkQueue({ clock, shards });
+  const work = createWorkQueue({ clock, shards, kinds: registry.reconcilers.keys() });
   const policies = registry.modules.flatMap((module) => (module.commandPolicy ? [module.commandPolicy] : []));
   const commands = createCommandQueue({ kinds, clock, work, policies });
   const events = createEventBus({ clock, db: database });

@@ -35,6 +35,13 @@ export const URGENT_LEAD_MS = 10_000;
  */
 export interface WorkQueue {
   enqueue(tx: SqlExecutor, request: WorkRequest): Promise<void>;
+  /**
+   * Whether a reconciler is registered for `kind`, on a queue that knows (the kernel's `ctx.work` does; a queue made
+   * without `kinds` does not, and has no such method). Enqueue does not check it: work queued for a kind that is
+   * registered later, or was removed, must not make the enqueuing transition fail. It is for checks at the edge,
+   * such as a workflow's `owner` when it starts.
+   */
+  handles?(kind: string): boolean;
 }
 
 /**

@@ -10,6 +10,8 @@ export interface WorkQueueOptions {
   clock: Clock;
   /** The shard count; the same in every process of a deployment. Default 64. */
   shards?: number;
+  /** The work kinds a reconciler is registered for; given, the queue has `handles(kind)`. */
+  kinds?: Iterable<string>;
 }
 
 /**
@@ -139,6 +141,10 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
       await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now, urgent]);
     },
   };
+  if (options.kinds !== undefined) {
+    const kinds = new Set(options.kinds);
+    queue.handles = (kind) => kinds.has(kind);
+  }
   shardCounts.set(queue, shards);
   return queue;
 }

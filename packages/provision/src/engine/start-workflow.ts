@@ -109,6 +109,12 @@ export async function startWorkflow(
   raw: StartWorkflowInput,
 ): Promise<{ id: string }> {
   const input = checkStart(raw);
+  // An owner nobody reconciles would be queued when the workflow ends and fail there on every pass, unnoticed.
+  if (input.owner !== undefined && ctx.work.handles && !ctx.work.handles(input.owner)) {
+    throw new ComputeError('INVALID_INPUT', `owner '${input.owner}' is not a registered work kind (no reconciler)`, {
+      details: { path: ['owner'] },
+    });
+  }
   if (input.nodeId !== undefined) {
     const { rows } = await tx.query<{ tenant_id: string }>('SELECT tenant_id FROM nodes WHERE id = $1', [input.nodeId]);
     if (rows[0]?.tenant_id !== input.tenantId) {

@@ -1,18 +1,16 @@
-import { ulid } from '@better-compute/core';
-import { createPostgresDatabase } from '@better-compute/core/postgres';
+import { createScratchDatabase } from '@better-compute/testkit';
 
-/** A fresh database on the benchmark server, dropped by `drop()`. */
+/**
+ * A fresh database on the benchmark server, dropped by `drop()`: the testkit's scratch database, of which the bench
+ * uses the URL only (it opens its own pools, sized for each scenario).
+ *
+ * @example
+ * ```ts
+ * const scratch = await createBenchDatabase('postgres://postgres@127.0.0.1:5432/test');
+ * const db = createPostgresDatabase({ url: scratch.url, max: 36 });
+ * ```
+ */
 export async function createBenchDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `bc_bench_${ulid()}`;
-  const admin = createPostgresDatabase({ url: baseUrl, max: 1 });
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.close();
-    },
-  };
+  const scratch = await createScratchDatabase({ url: baseUrl });
+  return { url: scratch.url ?? '', drop: () => scratch.drop() };
 }

@@ -28,4 +28,5 @@ export {
   type InMemoryWorkQueue,
 } from './in-memory-work-queue';
 export { decodeJsonResult, encodeResult } from './result-bytes';
+export { createScratchDatabase, type ScratchDatabase, scratchBackends } from './scratch-database';
 export { type SettleOptions, type SettleReport, settle } from './settle';

@@ -23,7 +23,7 @@ describe.runIf(TEST_DATABASE_URL)('postgres: concurrent joins', () => {
       ttlSeconds: 600,
       maxUses: 1,
     });
-    const handles = Array.from({ length: HANDLES }, () => h.scratch.connect(2));
+    const handles = Array.from({ length: HANDLES }, () => h.scratch.connect({ max: 2 }));
     const key = generateSigningKeyPair('ed25519').publicJwk;
     const outcomes = await Promise.allSettled(
       Array.from({ length: JOINS }, (_, i) => {

@@ -5,60 +5,24 @@ import {
   type LogFields,
   type Logger,
   readMigrationFolder,
-  type SqlDatabase,
   type SqlExecutor,
-  ulid,
 } from '@better-compute/core';
-import { createPgliteDatabase } from '@better-compute/core/pglite';
-import { createPostgresDatabase } from '@better-compute/core/postgres';
+import { createScratchDatabase, type ScratchDatabase } from '@better-compute/testkit';
 import { pkiMigrationsFolder } from '../../src';
 
 /** The PostgreSQL server tests may use, when set. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
 
-/** A database for one test file. */
-export interface Scratch {
-  db: SqlDatabase;
-  /** Another pool on the same database (PostgreSQL only). */
-  connect(max?: number): SqlDatabase;
-  drop(): Promise<void>;
-}
+/** A database for one test file: the testkit's scratch database. */
+export type Scratch = ScratchDatabase;
 
 /** A fresh in-memory PGlite. */
-export async function scratchPglite(): Promise<Scratch> {
-  const db = await createPgliteDatabase();
-  return {
-    db,
-    connect: () => {
-      throw new Error('PGlite has one connection');
-    },
-    drop: () => db.close(),
-  };
-}
+export const scratchPglite = (): Promise<Scratch> => createScratchDatabase();
 
 /** A fresh database on the server of TEST_DATABASE_URL, dropped by `drop`. */
 export async function scratchPostgres(): Promise<Scratch> {
   if (!TEST_DATABASE_URL) throw new Error('TEST_DATABASE_URL is not set');
-  const name = `bc_pki_${ulid()}`;
-  const admin = createPostgresDatabase({ url: TEST_DATABASE_URL, max: 1 });
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(TEST_DATABASE_URL);
-  url.pathname = `/${name}`;
-  const handles: SqlDatabase[] = [];
-  const connect = (max = 2) => {
-    const handle = createPostgresDatabase({ url: url.toString(), max });
-    handles.push(handle);
-    return handle;
-  };
-  return {
-    db: connect(4),
-    connect,
-    drop: async () => {
-      await Promise.all(handles.map((handle) => handle.close()));
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.close();
-    },
-  };
+  return createScratchDatabase({ url: TEST_DATABASE_URL });
 }
 
 /** A clock that moves only when told. */

@@ -11,9 +11,12 @@ import {
  * node has no site; then throw `stepNotReady` and wait for one. Metal's boot-lease holder will be preferred once
  * boot leases exist.
  *
+ * "Connected" is judged at `clock.now()`: pass `ctx.clock` when the compute runs on another clock than the system's
+ * (a fake clock in tests), or a session stamped by that clock may look stale or fresh when it is not.
+ *
  * @example
  * ```ts
- * const agent = await siteAgentFor(ctx.sql, ctx.node!.id);
+ * const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
  * if (!agent) throw stepNotReady(2_000);
  * ```
  */

@@ -91,7 +91,8 @@ export async function acquireLeases(
 
 /**
  * Gives up this worker's leases on `shards` (all of them when omitted), so the assigned worker can take them at once
- * instead of waiting for expiry.
+ * instead of waiting for expiry; when it gave any up, the same statement announces it (REBALANCE_PAYLOAD), so the
+ * new owner does not wait for its next heartbeat either.
  *
  * @example
  * ```ts
@@ -104,22 +105,25 @@ export async function releaseLeases(
   now: Date,
   shards?: readonly number[],
 ): Promise<number[]> {
-  const params: unknown[] = [workerId, now];
+  const params: unknown[] = [workerId, now, WORK_CHANNEL, REBALANCE_PAYLOAD];
   let where = 'worker_id = $1';
   if (shards) {
     if (shards.length === 0) return [];
     params.push([...shards]);
-    where += ' AND shard = ANY($3::int[])';
+    where += ' AND shard = ANY($5::int[])';
   }
+  // One notification per released row, which the server folds into one: identical ones in a transaction are sent once.
   const { rows } = await db.query<{ shard: number }>(
-    `UPDATE shard_leases SET worker_id = NULL, expires_at = $2 WHERE ${where} RETURNING shard`,
+    `WITH released AS (UPDATE shard_leases SET worker_id = NULL, expires_at = $2 WHERE ${where} RETURNING shard)
+     SELECT r.shard FROM released r CROSS JOIN LATERAL (SELECT pg_notify($3, $4)) n`,
     params,
   );
   return rows.map((r) => r.shard);
 }
 
 /**
- * Marks a worker stopped: it leaves the live set at once rather than after its heartbeat goes stale.
+ * Marks a worker stopped, and announces it (REBALANCE_PAYLOAD) in the same statement: it leaves the live set at once
+ * rather than after its heartbeat goes stale, and the others rebalance at once rather than at their next heartbeat.
  *
  * @example
  * ```ts
@@ -127,12 +131,16 @@ export async function releaseLeases(
  * ```
  */
 export async function markStopped(db: SqlExecutor, workerId: string, now: Date): Promise<void> {
-  await db.query('UPDATE workers SET stopped_at = $2 WHERE id = $1', [workerId, now]);
+  await db.query(
+    `WITH stopped AS (UPDATE workers SET stopped_at = $2 WHERE id = $1 RETURNING id)
+     SELECT 1 FROM stopped CROSS JOIN LATERAL (SELECT pg_notify($3, $4)) n`,
+    [workerId, now, WORK_CHANNEL, REBALANCE_PAYLOAD],
+  );
 }
 
 /**
- * Tells every listening worker to rebalance now (see REBALANCE_PAYLOAD): after a worker joins, stops or releases
- * leases. Delivered at commit, so the others see the change it announces.
+ * Tells every listening worker to rebalance now (see REBALANCE_PAYLOAD): when a worker joins. (A stop and a release
+ * announce themselves, in their own statements.) Delivered at commit, so the others see the change it announces.
  *
  * @example
  * ```ts

@@ -2,7 +2,7 @@ import { addMs, type Clock } from '../clock';
 import type { Logger } from '../kernel/logger';
 import type { SqlExecutor } from '../sql/executor';
 import { Mutex } from '../sql/mutex';
-import { acquireLeases, announceRebalance, heartbeat, liveWorkerIds, releaseLeases, renewLeases } from './leases';
+import { acquireLeases, heartbeat, liveWorkerIds, releaseLeases, renewLeases } from './leases';
 import { assignedShards } from './shard';
 
 /** What a {@link ShardHolder} needs of its worker's options. */
@@ -81,13 +81,12 @@ export class ShardHolder {
     return this.#turns.run(() => this.#rebalance(worker.isStopping(), worker.isBusy));
   }
 
-  /** Gives up every lease, in its turn, and announces it. */
+  /** Gives up every lease, in its turn (releaseLeases announces it). */
   releaseAll(): Promise<void> {
     const { db, workerId, clock } = this.#o;
     return this.#turns.run(async () => {
-      const released = await releaseLeases(db, workerId, clock.now());
+      await releaseLeases(db, workerId, clock.now());
       this.#held.clear();
-      if (released.length > 0) await announceRebalance(db);
     });
   }
 
@@ -108,7 +107,6 @@ export class ShardHolder {
     if (drained.length > 0) {
       await releaseLeases(db, workerId, now, drained);
       for (const shard of drained) this.#held.delete(shard);
-      await announceRebalance(db);
     }
     if (stopping) return 0;
     const wanted = [...this.#assigned].filter((s) => !this.#held.has(s));

@@ -108,9 +108,7 @@ class Worker implements WorkerHandle {
     await this.#loopDone;
     // Leaving the live set first lets the other workers rebalance while the items in flight finish; leases keep
     // being renewed until then, and each idle shard is released as soon as it drains.
-    await markStopped(db, this.id, clock.now())
-      .then(() => announceRebalance(db))
-      .catch((err) => this.#warn('marking the worker stopped failed', err));
+    await markStopped(db, this.id, clock.now()).catch((err) => this.#warn('marking the worker stopped failed', err));
     void this.#tick();
     await this.#inFlight.drained();
     this.#halted = true;

@@ -34,6 +34,8 @@ describe('labels', () => {
     [{ ok: 'bell\u0007' }, ['labels', 'ok']],
     [{ ok: 'c1\u0085' }, ['labels', 'ok']],
     [{ ok: 'v'.repeat(257) }, ['labels', 'ok']],
+    [{ ok: 'lone \ud800 surrogate' }, ['labels', 'ok']],
+    [{ ok: 'lone \udc00 low surrogate' }, ['labels', 'ok']],
     [['a'], ['labels']],
     [null, ['labels']],
     ['a=b', ['labels']],

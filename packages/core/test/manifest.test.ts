@@ -176,6 +176,17 @@ describe('fields: builders', () => {
     ['a __proto__ field', () => manifest(JSON.parse('{"__proto__": 1}')), ['fields', '__proto__']],
     ['a constructor field', () => manifest({ constructor: field.string() } as never), ['fields', 'constructor']],
     ['a shape that is an array', () => manifest([] as never), ['fields']],
+    ['string options that are null', () => field.string(null as never), ['options']],
+    ['int options that are null', () => field.int(null as never), ['options']],
+    ['number options that are null', () => field.number(null as never), ['options']],
+    ['array options that are null', () => field.array(field.string(), null as never), ['options']],
+    ['string options that are a string', () => field.string('^a$' as never), ['options']],
+    ['int options that are an array', () => field.int([1, 2] as never), ['options']],
+    ['a minLength that is text', () => field.string({ minLength: '3' as never }), ['minLength']],
+    ['a bound that is text', () => field.int({ max: '3' as never }), ['max']],
+    ['an object shape that is null', () => field.object(null as never), ['fields']],
+    ['an enum that is null', () => field.enum(null as never), ['values']],
+    ['a description that is not text', () => field.string().describe(null as never), ['describe']],
   ])('refuse %s with INVALID_CONFIG at the option', (_name, build, path) => {
     const error = errorOf(build);
     expect(isComputeError(error, 'INVALID_CONFIG')).toBe(true);
@@ -203,6 +214,21 @@ describe('fields: builders', () => {
     for (const bad of [0, -5, 1.5, '10', '31d', null, true]) {
       expect(issuesOf(timing['~standard'].validate({ timeout: bad }))?.[0]?.path).toEqual(['timeout']);
     }
+  });
+
+  it.each([
+    ['a NUL', 'a\u0000b'],
+    ['a lone high surrogate', 'a\ud800b'],
+    ['a lone low surrogate', '\udc00'],
+  ])('a string refuses %s, which PostgreSQL cannot store, with INVALID_INPUT at its path', (_name, text) => {
+    const names = manifest({ list: field.array(field.object({ name: field.string() })) });
+    expect(issuesOf(names['~standard'].validate({ list: [{ name: text }] }))?.[0]?.path).toEqual(['list', 0, 'name']);
+    const error = errorOf(() => names.parse({ list: [{ name: text }] }));
+    expect(isComputeError(error, 'INVALID_INPUT')).toBe(true);
+    expect((error as { details: { path: unknown } }).details.path).toEqual(['list', 0, 'name']);
+    expect(names.parse({ list: [{ name: 'a \ud83d\ude00 pair' }] })).toEqual({
+      list: [{ name: 'a \ud83d\ude00 pair' }],
+    });
   });
 
   it('a required json field refuses a missing key and an explicit undefined', () => {

@@ -123,6 +123,22 @@ describe('when: evaluation', () => {
     expect(evaluateWhen('rack=r12', inherited)).toBe(false);
   });
 
+  it.each([
+    ['a number', 42],
+    ['null', null],
+    ['undefined', undefined],
+    ['an object without terms', {}],
+    ['terms that are not a list', { source: 'a', terms: 'a' }],
+    ['a term that is null', { source: 'a', terms: [null] }],
+    ['a term of an unknown kind', { source: 'a', terms: [{ kind: 'bogus', key: 'a' }] }],
+    ['a term without its key', { source: 'a', terms: [{ kind: 'present' }] }],
+    ['an equals term without its value', { source: 'a=b', terms: [{ kind: 'equals', key: 'a' }] }],
+  ])('refuses %s instead of an expression with INVALID_CONFIG at position 0', (_name, expression) => {
+    const error = errorOf(() => evaluateWhen(expression as never, {}));
+    expect(isComputeError(error, 'INVALID_CONFIG')).toBe(true);
+    expect((error as { details: unknown }).details).toEqual({ path: [], position: 0 });
+  });
+
   it('throws INVALID_CONFIG when asked to evaluate bad syntax', () => {
     expect(
       isComputeError(

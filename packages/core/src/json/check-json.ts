@@ -1,4 +1,5 @@
 import { ComputeError, type ErrorPath } from '../errors';
+import { storableTextProblem } from './storable-text';
 import type { Json } from './types';
 
 /**
@@ -18,15 +19,6 @@ export type JsonErrorCode = 'INVALID_CONFIG' | 'INVALID_INPUT';
 export interface JsonIssue {
   path: ErrorPath;
   message: string;
-}
-
-// A lone surrogate or a NUL cannot be stored in jsonb, so they are refused here rather than by PostgreSQL later.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-function stringProblem(value: string): string | undefined {
-  if (value.includes('\u0000')) return 'contains a NUL character, which jsonb cannot store';
-  if (LONE_SURROGATE.test(value)) return 'contains a lone UTF-16 surrogate, which is not valid Unicode';
-  return undefined;
 }
 
 function describeNonJson(value: unknown): string {
@@ -54,7 +46,8 @@ class JsonWalker {
   walk(value: unknown, depth: number): string | undefined {
     switch (typeof value) {
       case 'string':
-        return stringProblem(value);
+        // A NUL or a lone surrogate cannot be stored in jsonb, so they are refused here rather than by PostgreSQL.
+        return storableTextProblem(value);
       case 'boolean':
         return undefined;
       case 'number':
@@ -96,7 +89,7 @@ class JsonWalker {
     const descriptors = Object.getOwnPropertyDescriptors(value);
     for (const key of Object.keys(value)) {
       this.path.push(key);
-      const keyProblem = stringProblem(key);
+      const keyProblem = storableTextProblem(key);
       if (keyProblem !== undefined) return `the key ${keyProblem}`;
       const descriptor = descriptors[key];
       // A getter may throw or answer differently each time; JSON data is plain data.

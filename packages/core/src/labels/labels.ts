@@ -1,4 +1,5 @@
 import { ComputeError, type ErrorPath } from '../errors';
+import { storableTextProblem } from '../json/storable-text';
 
 /**
  * Node labels: a flat map of label key to string value.
@@ -63,7 +64,7 @@ export function isLabelKey(key: unknown): key is string {
 
 /**
  * Why a label value is invalid, or undefined when it is valid: a string of at most {@link MAX_LABEL_VALUE_LENGTH}
- * characters without control characters (the empty string is allowed).
+ * characters without control characters or lone surrogates (the empty string is allowed).
  *
  * @example
  * ```ts
@@ -76,7 +77,9 @@ export function labelValueProblem(value: unknown): string | undefined {
   if (value.length > MAX_LABEL_VALUE_LENGTH)
     return `a label value must be at most ${MAX_LABEL_VALUE_LENGTH} characters`;
   if (CONTROL_CHARACTER.test(value)) return 'a label value must not contain control characters';
-  return undefined;
+  // Labels live in a jsonb column, which refuses a lone surrogate.
+  const problem = storableTextProblem(value);
+  return problem === undefined ? undefined : `a label value ${problem}`;
 }
 
 /**

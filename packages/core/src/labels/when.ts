@@ -210,6 +210,27 @@ function termHolds(term: WhenTerm, labels: Labels): boolean {
   }
 }
 
+const TERM_KINDS: ReadonlySet<unknown> = new Set(['present', 'absent', 'equals', 'notEquals']);
+
+function isTerm(term: unknown): term is WhenTerm {
+  if (typeof term !== 'object' || term === null) return false;
+  const { kind, key, value } = term as Record<string, unknown>;
+  if (!TERM_KINDS.has(kind) || typeof key !== 'string') return false;
+  return kind === 'present' || kind === 'absent' || typeof value === 'string';
+}
+
+// A parsed expression is checked by shape rather than by identity, so one parsed by another copy of the package still
+// evaluates; anything else is refused like a non-string source, instead of failing on a property read.
+function checkParsed(expression: unknown): WhenExpression {
+  const terms: unknown = (expression as { terms?: unknown } | null | undefined)?.terms;
+  if (typeof expression !== 'object' || !Array.isArray(terms) || !terms.every(isTerm)) {
+    throw new ComputeError('INVALID_CONFIG', 'a when expression must be a string or what parseWhen returns', {
+      details: { path: [], position: 0 },
+    });
+  }
+  return expression as WhenExpression;
+}
+
 /**
  * Evaluates a `when` expression (text or parsed) against a node's labels: true when every term holds, false for an
  * expression with no terms. `key!=value` holds when the label is missing, too.
@@ -222,7 +243,7 @@ function termHolds(term: WhenTerm, labels: Labels): boolean {
  * ```
  */
 export function evaluateWhen(expression: string | WhenExpression, labels: Labels): boolean {
-  const parsed = typeof expression === 'string' ? parseWhen(expression) : expression;
+  const parsed = typeof expression === 'string' ? parseWhen(expression) : checkParsed(expression);
   if (parsed.terms.length === 0) return false;
   return parsed.terms.every((term) => termHolds(term, labels));
 }

@@ -1,7 +1,7 @@
 import * as v from 'valibot';
 import { DURATION_PATTERN, type Duration, MAX_DURATION_MS, parseDuration } from '../duration';
 import { ComputeError, isComputeError } from '../errors';
-import { checkJson, type Json } from '../json';
+import { checkJson, type Json, storableTextProblem } from '../json';
 import type { SecretRef } from '../ports';
 import { Field, type FieldShape, isField, type RequiredField } from './field';
 import type { FieldInput, FieldOutput, ShapeInput, ShapeOutput } from './infer';
@@ -41,6 +41,24 @@ function refuse(message: string, option: string): never {
   throw new ComputeError('INVALID_CONFIG', message, { details: { path: [option] } });
 }
 
+// Options are read by destructuring, which would throw a bare TypeError on null; anything but a plain object (or
+// nothing) is a definition mistake worth naming.
+function optionsOf<T extends object>(options: T | undefined): T {
+  if (options === undefined) return {} as T;
+  const proto: unknown = typeof options === 'object' && options !== null ? Object.getPrototypeOf(options) : undefined;
+  if (Array.isArray(options) || (proto !== Object.prototype && proto !== null)) {
+    refuse('options must be an object', 'options');
+  }
+  return options;
+}
+
+// Every string a manifest accepts may end up in a text or jsonb column, neither of which holds these.
+const storableText = v.rawCheck<string>(({ dataset, addIssue }) => {
+  if (!dataset.typed) return;
+  const problem = storableTextProblem(dataset.value);
+  if (problem !== undefined) addIssue({ message: problem });
+});
+
 function checkCount(value: number | undefined, option: string): void {
   if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0)) {
     refuse(`${option} must be a whole number of 0 or more`, option);
@@ -69,12 +87,12 @@ function compilePattern(pattern: string): RegExp {
   }
 }
 
-function stringField(options: StringFieldOptions = {}): Field<string> {
-  const { pattern, minLength, maxLength } = options;
+function stringField(options?: StringFieldOptions): Field<string> {
+  const { pattern, minLength, maxLength } = optionsOf(options);
   checkCount(minLength, 'minLength');
   checkCount(maxLength, 'maxLength');
   checkBounds(minLength, maxLength, ['minLength', 'maxLength'], true);
-  const steps: v.PipeItem<string, string, v.BaseIssue<unknown>>[] = [];
+  const steps: v.PipeItem<string, string, v.BaseIssue<unknown>>[] = [storableText];
   if (minLength !== undefined) steps.push(v.minLength(minLength, `must be at least ${minLength} characters`));
   if (maxLength !== undefined) steps.push(v.maxLength(maxLength, `must be at most ${maxLength} characters`));
   if (pattern !== undefined) steps.push(v.regex(compilePattern(pattern), `must match the pattern ${pattern}`));
@@ -89,8 +107,8 @@ function stringField(options: StringFieldOptions = {}): Field<string> {
   });
 }
 
-function numericField(kind: 'int' | 'number', options: NumberFieldOptions = {}): Field<number> {
-  const { min, max } = options;
+function numericField(kind: 'int' | 'number', options?: NumberFieldOptions): Field<number> {
+  const { min, max } = optionsOf(options);
   const integer = kind === 'int';
   checkBounds(min, max, ['min', 'max'], integer);
   const steps: v.PipeItem<number, number, v.BaseIssue<unknown>>[] = [
@@ -124,11 +142,11 @@ function enumField<const T extends readonly [string, ...string[]]>(values: T): F
 
 function arrayField<F extends RequiredField>(
   item: F,
-  options: ArrayFieldOptions = {},
+  options?: ArrayFieldOptions,
 ): Field<FieldOutput<F>[], FieldInput<F>[]> {
   if (!isField(item)) refuse('field.array takes a field.* value for its items', 'item');
   if (item.presence !== 'required') refuse('array items cannot be optional or have a default', 'item');
-  const { minItems, maxItems } = options;
+  const { minItems, maxItems } = optionsOf(options);
   checkCount(minItems, 'minItems');
   checkCount(maxItems, 'maxItems');
   checkBounds(minItems, maxItems, ['minItems', 'maxItems'], true);

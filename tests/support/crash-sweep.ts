@@ -27,6 +27,22 @@ export function answerDeterministically(lab: EngineLab): void {
   lab.siteAgent.respond({ outcome: 'succeed', result: { wiped: true } });
 }
 
+/**
+ * The workflow's events in the order they were written (the outbox's `seq`): its own subject, and any other event
+ * that names it in its data. Ids and times are left out and the workflow's and node's ids replaced, so two runs compare
+ * by type, order, count and content. An event written outside its transition shows here: a crash between the two
+ * writes loses it or, on the re-run, writes it twice.
+ */
+export async function eventsOf(lab: EngineLab, workflowId: string) {
+  const { rows } = await lab.db.query<{ subject: string; type: string; data: unknown }>(
+    `SELECT subject, type, data FROM events WHERE subject = $1 OR data->>'workflowId' = $2 ORDER BY seq`,
+    [`workflow/${workflowId}`, workflowId],
+  );
+  const anonymous = (value: unknown) =>
+    JSON.parse(JSON.stringify(value).replaceAll(workflowId, 'WF').replaceAll(lab.nodeId, 'NODE')) as unknown;
+  return rows.map((r) => ({ subject: anonymous(r.subject), type: r.type, data: anonymous(r.data) }));
+}
+
 /** The outcome of a run, without ids or times: what must not depend on where a worker died. */
 export async function outcomeOf(lab: EngineLab, workflowId: string) {
   const wf = await getWorkflow(lab.db, { workflowId });
@@ -50,6 +66,7 @@ export async function outcomeOf(lab: EngineLab, workflowId: string) {
       result: s.action === 'lab.relay' ? (s.result === null ? null : 'commandId') : s.result,
     })),
     commands: keys,
+    events: await eventsOf(lab, workflowId),
     answered: [...lab.nodeAgent.answered, ...lab.siteAgent.answered].map((a) => a.key.replace(workflowId, 'WF')).sort(),
   };
 }

@@ -212,6 +212,37 @@ describe('createApi', () => {
     ]);
   });
 
+  it.each([
+    ['a NUL in an id', 'workflows', 'get', { tenantId: 'a\u0000b', nodeId: 'n', workflowId: 'w' }, ['tenantId']],
+    [
+      'a lone surrogate in an id',
+      'workflows',
+      'get',
+      { tenantId: 'acme', nodeId: 'n\ud800', workflowId: 'w' },
+      ['nodeId'],
+    ],
+    [
+      'a NUL in an optional text',
+      'workflows',
+      'abort',
+      { tenantId: 'acme', nodeId: 'n', workflowId: 'w', reason: '\u0000' },
+      ['reason'],
+    ],
+    [
+      'a NUL in a nested key',
+      'settings',
+      'tidy',
+      { steps: [{ with: { port: 1, 'p\u0000': 2 } }] },
+      ['steps', 0, 'with', 'p\u0000'],
+    ],
+  ])('refuses %s as INVALID_INPUT at its path before anything reads it', async (_name, group, method, input, path) => {
+    const root = await token('root', ['compute:*']);
+    const error = await failure(dispatcher().call(group, method, root, input));
+    expect(error.toJSON()).toMatchObject({ code: 'INVALID_INPUT', details: { path } });
+    expect(error.message).not.toContain('\u0000');
+    expect(handled).toEqual([]);
+  });
+
   it('authenticates, then validates input, then resolves the resource, then authorizes', async () => {
     const { api, call } = dispatcher();
     const unauthenticated = await failure(call('workflows', 'get', 'bc_nope', { bogus: true }));

@@ -1,5 +1,6 @@
 import { ComputeError, type ErrorPath } from '../errors';
 import { newId } from '../ids';
+import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import {
   AGENT_ROLES,
@@ -43,6 +44,7 @@ function requireText(value: unknown, path: ErrorPath): string {
       details: { path },
     });
   }
+  assertStorableText(value, path);
   return value;
 }
 

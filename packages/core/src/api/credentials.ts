@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
 import { ulid } from '../ids';
+import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import { isPermissionGrant } from './permissions';
 import type { Principal } from './types';
@@ -70,6 +71,8 @@ export async function createCredential(
   if (typeof name !== 'string' || name.trim().length === 0 || name.length > MAX_NAME_LENGTH) {
     throw invalidInput(`name must be 1 to ${MAX_NAME_LENGTH} characters`, ['name']);
   }
+  assertStorableText(tenantId, ['tenantId']);
+  assertStorableText(name, ['name']);
   const permissions = checkPermissions(input.permissions);
   if (typeof clock?.now !== 'function') throw invalidInput('a clock is required', ['clock']);
   const now = clock.now();

@@ -1,4 +1,5 @@
 import { ComputeError, isComputeError, toComputeError } from '../errors';
+import { findUnstorableText, storableTextProblem } from '../json/storable-text';
 import type { ModuleContext } from '../kernel/module';
 import { validateInput } from '../manifest/validate-input';
 import type { SqlExecutor } from '../sql/executor';
@@ -36,10 +37,24 @@ export interface ApiDispatcher<G extends Readonly<Record<string, ApiGroup>> = Re
   dispatch(request: ApiDispatchRequest): Promise<unknown>;
 }
 
+// Every method's input ends up in a query or a row, and PostgreSQL refuses a NUL (and jsonb a lone surrogate) as an
+// internal error; refusing them here, before any schema, resolver or handler, covers every method at once.
+function checkInputText(raw: unknown): unknown {
+  const issue = findUnstorableText(raw);
+  if (issue === undefined) return raw;
+  // The path goes into the message only when it is printable: an offending key stays in details.path alone.
+  const printable = issue.path.length > 0 && storableTextProblem(issue.path.join('.')) === undefined;
+  const where = printable ? ` at ${issue.path.join('.')}` : '';
+  throw new ComputeError('INVALID_INPUT', `invalid input${where}: ${issue.message}`, {
+    details: { path: issue.path, issues: [{ path: issue.path, message: issue.message, code: 'INVALID_INPUT' }] },
+  });
+}
+
 /**
- * Mounts API groups. Every call runs in this order: authenticate the bearer token → validate the input against the
- * method's schema → resolve the resource → authorize → the handler. ComputeErrors pass through; anything else thrown
- * becomes INTERNAL with a generic message and the original as `cause`. A malformed group or method is INVALID_CONFIG.
+ * Mounts API groups. Every call runs in this order: authenticate the bearer token → refuse text PostgreSQL cannot
+ * store anywhere in the input (INVALID_INPUT at its path) → validate the input against the method's schema → resolve
+ * the resource → authorize → the handler. ComputeErrors pass through; anything else thrown becomes INTERNAL with a
+ * generic message and the original as `cause`. A malformed group or method is INVALID_CONFIG.
  *
  * @example
  * ```ts
@@ -74,7 +89,7 @@ export function createApi<const G extends Readonly<Record<string, ApiGroup>>>(
   async function run(request: ApiDispatchRequest, method: ApiMethod): Promise<unknown> {
     const ctx = makeContext();
     const principal = await authenticate(sql, request.credential, ctx.clock);
-    const input = await validateInput(method.input, await request.readInput());
+    const input = await validateInput(method.input, checkInputText(await request.readInput()));
     const resource = await method.resource(input, ctx);
     authorize(principal, method.permission, resource);
     try {

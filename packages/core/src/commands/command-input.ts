@@ -1,5 +1,6 @@
 import type { Clock } from '../clock';
 import { ComputeError, type ErrorPath } from '../errors';
+import { assertStorableText } from '../json/storable-text';
 import type { NewCommand } from './types';
 
 /** The longest idempotency key a command may carry. */
@@ -11,11 +12,15 @@ function invalid(path: ErrorPath, message: string): ComputeError {
   return new ComputeError('INVALID_INPUT', message, { details: { path } });
 }
 
-/** Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters. */
+/**
+ * Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters that PostgreSQL can
+ * store (no NUL, no lone surrogate).
+ */
 export function requireText(value: unknown, path: ErrorPath, max = MAX_COMMAND_KEY_LENGTH): string {
   if (typeof value !== 'string' || value.length === 0)
     throw invalid(path, `${path.join('.')} must be a non-empty string`);
   if (value.length > max) throw invalid(path, `${path.join('.')} must be at most ${max} characters`);
+  assertStorableText(value, path);
   return value;
 }
 

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock';
 import { ComputeError, type ErrorPath } from '../errors';
 import { newId } from '../ids';
-import { assertJson } from '../json';
+import { assertJson, assertStorableText } from '../json';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import { type EventHandler, type EventSubscription, type SubscribeEventsOptions, subscribeEvents } from './subscribe';
@@ -16,6 +16,7 @@ function requireName(value: unknown, path: ErrorPath): string {
       details: { path },
     });
   }
+  assertStorableText(value, path);
   return value;
 }
 

@@ -1,4 +1,5 @@
 import { ComputeError } from '../errors';
+import { assertStorableText } from '../json/storable-text';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import { decodeEventCursor, encodeEventCursor, START_POSITION } from './cursor';
@@ -58,6 +59,7 @@ export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Prom
   if (typeof input?.tenantId !== 'string' || input.tenantId.length === 0) {
     throw new ComputeError('INVALID_INPUT', 'tenantId must be a non-empty string', { details: { path: ['tenantId'] } });
   }
+  assertStorableText(input.tenantId, ['tenantId']);
   const limit = input.limit ?? DEFAULT_EVENTS_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_EVENTS_LIMIT) {
     throw new ComputeError('INVALID_INPUT', `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`, {

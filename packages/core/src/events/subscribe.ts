@@ -1,5 +1,6 @@
 import { AsyncResource } from 'node:async_hooks';
 import { ComputeError } from '../errors';
+import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import { readEvents } from './read-events';
 import type { ComputeEvent } from './types';
@@ -60,6 +61,7 @@ export function subscribeEvents(
   if (options.tenantId !== undefined && (typeof options.tenantId !== 'string' || options.tenantId.length === 0)) {
     throw new ComputeError('INVALID_INPUT', 'tenantId must be a non-empty string', { details: { path: ['tenantId'] } });
   }
+  if (options.tenantId !== undefined) assertStorableText(options.tenantId, ['tenantId']);
   if (typeof handler !== 'function') {
     throw new ComputeError('INVALID_INPUT', 'handler must be a function', { details: { path: ['handler'] } });
   }

@@ -1,4 +1,4 @@
 export { assertJson, checkJson, isJson, type JsonErrorCode, type JsonIssue, MAX_JSON_DEPTH } from './check-json';
 export { type DeepReadonly, deepFreeze } from './deep-freeze';
-export { assertStorableText, storableTextProblem } from './storable-text';
+export { assertStorableText, findUnstorableText, storableTextProblem } from './storable-text';
 export type { Json } from './types';

@@ -39,3 +39,52 @@ export function assertStorableText(
   const name = path.length === 0 ? 'the text' : path.join('.');
   throw new ComputeError(code, `${name} ${problem}`, { details: { path } });
 }
+
+// Deeper input is left to the schema (and to checkJson, which refuses it); the walk only has to be bounded.
+const MAX_TEXT_WALK_DEPTH = 64;
+
+function walkText(value: unknown, path: (string | number)[], depth: number): string | undefined {
+  if (typeof value === 'string') return storableTextProblem(value);
+  if (typeof value !== 'object' || value === null || depth >= MAX_TEXT_WALK_DEPTH) return undefined;
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index += 1) {
+      path.push(index);
+      const problem = walkText(value[index], path, depth + 1);
+      if (problem !== undefined) return problem;
+      path.pop();
+    }
+    return undefined;
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  // Only plain data is walked: a Date or a class instance is the schema's to judge, and reading it could run code.
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    path.push(key);
+    const keyProblem = storableTextProblem(key);
+    if (keyProblem !== undefined) return `the key ${keyProblem}`;
+    const problem = walkText(item, path, depth + 1);
+    if (problem !== undefined) return problem;
+    path.pop();
+  }
+  return undefined;
+}
+
+/**
+ * The first string or object key in plain data (objects and arrays, walked up to 64 levels deep) that PostgreSQL
+ * cannot store (see {@link storableTextProblem}), as `{ path, message }`, or undefined. Unlike {@link checkJson} it
+ * accepts anything else (`undefined`, Dates, …): it is the check for input that a schema judges afterwards.
+ *
+ * @example
+ * ```ts
+ * findUnstorableText({ steps: [{ name: 'a\u0000' }] }); // { path: ['steps', 0, 'name'], message: 'contains a NUL …' }
+ * findUnstorableText({ at: new Date(), note: undefined }); // undefined
+ * ```
+ */
+export function findUnstorableText(
+  value: unknown,
+  basePath: ErrorPath = [],
+): { path: ErrorPath; message: string } | undefined {
+  const path = [...basePath];
+  const message = walkText(value, path, 0);
+  return message === undefined ? undefined : { path, message };
+}

@@ -74,6 +74,15 @@ export function defineAgentSessionsConformance(create: () => Promise<ScratchData
       await expect(open('node_missing')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     });
 
+    it('refuses a node id or boot id PostgreSQL cannot store, with the path', async () => {
+      await expect(
+        db.transaction((tx) => openAgentSession(tx, { nodeId: `${nodeId}\u0000`, role: 'node', bootId: 'b', clock })),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['nodeId'] } });
+      await expect(
+        db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'node', bootId: 'boot\ud800', clock })),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['bootId'] } });
+    });
+
     it('counts a session as connected only while it is touched within staleAfterMs', async () => {
       const session = await open(nodeId);
       clock.advance(59_000);

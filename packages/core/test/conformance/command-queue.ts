@@ -229,6 +229,25 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect(rows).toEqual([{ key: 'test.raw' }]);
     });
 
+    it('refuses ids and keys PostgreSQL cannot store (a NUL, a lone surrogate), with the path', async () => {
+      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
+      for (const [change, path] of [
+        [{ key: 'wf:\u0000' }, ['key']],
+        [{ nodeId: `${nodeId}\u0000` }, ['nodeId']],
+        [{ workflowId: 'wf_\ud800' }, ['workflowId']],
+        [{ wake: { kind: 'workflow', key: '\u0000' } }, ['wake', 'key']],
+      ] as const) {
+        await expect(db.transaction((tx) => queue.enqueue(tx, { ...base, ...change }))).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path },
+        });
+      }
+      await expect(queue.findByKey(db, nodeId, 'k\u0000')).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['key'] },
+      });
+    });
+
     it('refuses an empty or overlong key and a notAfter that is not in the future', async () => {
       const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
       for (const [change, path] of [

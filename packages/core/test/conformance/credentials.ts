@@ -150,6 +150,18 @@ export function defineCredentialsConformance(create: () => Promise<ScratchDataba
       });
     });
 
+    it('refuses a tenant or name PostgreSQL cannot store, with the path', async () => {
+      const base = { tenantId: 'acme', name: 'ci', permissions: ['compute:*'], clock };
+      for (const [patch, path] of [
+        [{ tenantId: 'ac\u0000me' }, ['tenantId']],
+        [{ name: 'ci \u0000' }, ['name']],
+        [{ name: 'ci \udc00' }, ['name']],
+      ] as const) {
+        const error = await rejection(createCredential(scratch.db, { ...base, ...patch }));
+        expect({ code: error.code, path: error.details.path }).toEqual({ code: 'INVALID_INPUT', path });
+      }
+    });
+
     it('refuses bad credential input with the offending path and an unknown tenant as NOT_FOUND', async () => {
       const base = { tenantId: 'acme', name: 'ci', permissions: ['compute:*'], clock };
       const cases: [Record<string, unknown>, (string | number)[]][] = [

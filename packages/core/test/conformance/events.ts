@@ -93,6 +93,25 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
       }
     });
 
+    it('refuses a tenant, subject or type PostgreSQL cannot store (a NUL, a lone surrogate), with the path', async () => {
+      const cases = [
+        [{ tenantId: 'ac\u0000me' }, ['tenantId']],
+        [{ subject: 'node/\u0000' }, ['subject']],
+        [{ type: 'node.\ud800' }, ['type']],
+      ] as const;
+      for (const [change, path] of cases) {
+        const event = { tenantId: 'acme', subject: 's', type: 't', data: {}, ...change };
+        await expect(db.transaction((tx) => bus.publish(tx, event as never))).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path },
+        });
+      }
+      await expect(read({ tenantId: 'ac\u0000me' })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['tenantId'] },
+      });
+    });
+
     it('never shows an event whose transaction rolled back', async () => {
       await expect(
         db.transaction(async (tx) => {

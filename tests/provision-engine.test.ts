@@ -6,6 +6,7 @@ import { failureScenarios } from './provision-engine/failures';
 import { ownRequeueScenarios } from './provision-engine/own-requeue';
 import { preloadScenarios } from './provision-engine/preload';
 import { profileStoreScenarios } from './provision-engine/profile-store';
+import { settleGuardScenarios } from './provision-engine/settle-guard';
 import { startScenarios } from './provision-engine/start';
 import { transitionScenarios } from './provision-engine/transitions';
 import { verbScenarios } from './provision-engine/verbs';
@@ -23,6 +24,7 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ create }) => {
   verbScenarios(getLab);
   eventScenarios(getLab);
   transitionScenarios(getLab);
+  settleGuardScenarios(getLab);
   preloadScenarios(getLab);
   ownRequeueScenarios(getLab);
 });

@@ -51,8 +51,8 @@ export interface LabRecord {
   /** `lab.hang` waits for its signal while this is true, and records that it saw the abort. */
   hangs: boolean;
   sawAbort: boolean;
-  /** What `lab.duringRun` does while it runs (a verb on its own workflow, say). */
-  duringRun: ((workflowId: string) => Promise<void>) | undefined;
+  /** What `lab.duringRun` does while it runs (a verb on its own workflow, say); what it returns is the step's result. */
+  duringRun: ((workflowId: string, attempt: number) => Promise<unknown>) | undefined;
 }
 
 export const lab: LabRecord = {
@@ -118,8 +118,7 @@ export const labSteps = [
     input: empty,
     async run(_input, ctx) {
       record('lab.duringRun', ctx);
-      await lab.duringRun?.(ctx.workflowId);
-      return null;
+      return ((await lab.duringRun?.(ctx.workflowId, ctx.attempt)) ?? null) as Json;
     },
   }),
   defineStep({

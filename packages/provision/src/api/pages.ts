@@ -1,4 +1,4 @@
-import { ComputeError } from '@better-compute/core';
+import { ComputeError, storableTextProblem } from '@better-compute/core';
 import * as v from 'valibot';
 
 /** The page size a listing uses when none is given. */
@@ -38,6 +38,33 @@ export const cursorSchema = v.optional(v.pipe(v.string(), v.minLength(1), v.maxL
 
 type CursorKey = readonly (string | number)[];
 
+/**
+ * What one part of a cursor key must be: `'s'` a text of at most 512 characters, `'n'` a whole number from 0 to
+ * 2^31 - 1 (what an int4 column holds, negated too), `'t'` a timestamp as the listings print it (`2026-03-01T00:00:00.000000Z`, microseconds, UTC).
+ */
+export type CursorPart = 's' | 'n' | 't';
+
+const INT4_MAX = 2_147_483_647;
+const TIMESTAMP_KEY = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+// A cursor comes back from the caller, so each part is checked against what its column can hold: a forged one must be
+// INVALID_INPUT, not a cast that fails inside PostgreSQL.
+function isTimestampKey(part: string): boolean {
+  // Year 0 exists in JavaScript but not in PostgreSQL.
+  if (!TIMESTAMP_KEY.test(part) || part.startsWith('0000')) return false;
+  const millis = `${part.slice(0, 23)}Z`;
+  const at = new Date(millis);
+  // A date that does not exist (2026-02-30) rolls over in JavaScript; only one that reads back unchanged is real.
+  return !Number.isNaN(at.getTime()) && at.toISOString() === millis;
+}
+
+function partHolds(kind: CursorPart, part: unknown): boolean {
+  if (kind === 'n') return Number.isSafeInteger(part) && (part as number) >= 0 && (part as number) <= INT4_MAX;
+  if (typeof part !== 'string') return false;
+  if (kind === 't') return isTimestampKey(part);
+  return part.length <= 512 && storableTextProblem(part) === undefined;
+}
+
 function invalidCursor(): ComputeError {
   return new ComputeError('INVALID_INPUT', 'cursor is not a cursor this listing returned', {
     details: { path: ['cursor'], reason: 'invalid-cursor' },
@@ -57,15 +84,15 @@ export function encodeCursor(listing: string, key: CursorKey): string {
 }
 
 /**
- * Decodes a cursor of `listing` whose key has the given shape (`'s'` a string, `'n'` a whole number). Anything else,
- * including a cursor of another listing, is INVALID_INPUT at `['cursor']`.
+ * Decodes a cursor of `listing` whose key has the given shape (see {@link CursorPart}). Anything else, including a
+ * cursor of another listing or a part its column cannot hold, is INVALID_INPUT at `['cursor']`.
  *
  * @example
  * ```ts
- * const [createdAt, id] = decodeCursor(input.cursor, 'workflows', ['s', 's']) as [string, string];
+ * const [createdAt, id] = decodeCursor(input.cursor, 'workflows', ['t', 's']) as [string, string];
  * ```
  */
-export function decodeCursor(cursor: string, listing: string, shape: readonly ('s' | 'n')[]): CursorKey {
+export function decodeCursor(cursor: string, listing: string, shape: readonly CursorPart[]): CursorKey {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
@@ -76,9 +103,7 @@ export function decodeCursor(cursor: string, listing: string, shape: readonly ('
   const { l, k } = parsed as { l?: unknown; k?: unknown };
   if (l !== listing || !Array.isArray(k) || k.length !== shape.length) throw invalidCursor();
   shape.forEach((kind, i) => {
-    const part: unknown = k[i];
-    const ok = kind === 's' ? typeof part === 'string' && part.length <= 512 : Number.isSafeInteger(part);
-    if (!ok) throw invalidCursor();
+    if (!partHolds(kind, k[i])) throw invalidCursor();
   });
   return k as CursorKey;
 }

@@ -1,4 +1,5 @@
 import * as v from 'valibot';
+import { MAX_PROFILE_VERSION } from '../define/types';
 
 /** An id or name in an API input: a non-empty string of at most 512 characters. */
 export function textSchema(field: string) {
@@ -14,7 +15,7 @@ export const versionSchema = v.pipe(
   v.number('version must be a number'),
   v.integer('version must be a whole number'),
   v.minValue(1, 'version must be at least 1'),
-  v.maxValue(2_147_483_647, 'version must be at most 2147483647'),
+  v.maxValue(MAX_PROFILE_VERSION, `version must be at most ${MAX_PROFILE_VERSION}`),
 );
 
 /** A Date, or null, as the ISO 8601 string the HTTP API sends. */

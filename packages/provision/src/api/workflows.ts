@@ -158,7 +158,7 @@ export function workflowsApi() {
     resource: onNode,
     description: 'A node’s workflows, newest first, without their steps; `nextCursor` fetches the next page.',
     handler: async (input, ctx): Promise<Page<ApiWorkflowSummary>> => {
-      const after = input.cursor === undefined ? undefined : decodeCursor(input.cursor, WORKFLOWS_LISTING, ['s', 's']);
+      const after = input.cursor === undefined ? undefined : decodeCursor(input.cursor, WORKFLOWS_LISTING, ['t', 's']);
       const { rows } = await ctx.sql.query<Row>(LIST_WORKFLOWS, [
         input.tenantId,
         input.nodeId,

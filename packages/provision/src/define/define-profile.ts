@@ -20,7 +20,13 @@ import {
   quote,
   refuse,
 } from './field-checks';
-import { DRIVER_CONCERNS, MAX_WORKFLOW_STEPS, type Profile, type ProfileDefinition } from './types';
+import {
+  DRIVER_CONCERNS,
+  MAX_PROFILE_VERSION,
+  MAX_WORKFLOW_STEPS,
+  type Profile,
+  type ProfileDefinition,
+} from './types';
 
 /**
  * The fields of a profile, in the order they are checked.
@@ -167,9 +173,7 @@ function checkProfileDefinition(value: unknown): asserts value is ProfileDefinit
     pattern: PROFILE_ID_PATTERN,
     shape: 'lower-case letters and digits with - or . between them, like ubuntu-24.04-autoinstall',
   });
-  if (typeof fields.version !== 'number' || !Number.isSafeInteger(fields.version) || fields.version < 1) {
-    refuse('version must be a whole number of at least 1', ['version']);
-  }
+  checkInteger(fields.version, ['version'], 'version', 1, MAX_PROFILE_VERSION);
   checkOneOf(fields.target, ['metal', 'instance'], ['target'], 'target');
   if (fields.mode !== undefined) checkOneOf(fields.mode, ['provision', 'adopt'], ['mode'], 'mode');
   const metal = fields.target === 'metal';

@@ -212,3 +212,14 @@ export const STEP_PLACES = Object.freeze(['control-plane', 'site', 'node', 'ramd
 
 /** The most steps a workflow holds across all phases. */
 export const MAX_WORKFLOW_STEPS = 512;
+
+/**
+ * The highest profile version: versions are stored in an `integer` (int4) column, so anything above is refused where
+ * the profile is checked rather than by PostgreSQL.
+ *
+ * @example
+ * ```ts
+ * defineProfile({ id: 'deploy', version: MAX_PROFILE_VERSION + 1, target: 'metal' }); // throws, path ['version']
+ * ```
+ */
+export const MAX_PROFILE_VERSION = 2_147_483_647;

@@ -1,4 +1,5 @@
 import {
+  assertStorableText,
   ComputeError,
   type ErrorPath,
   type ModuleContext,
@@ -7,6 +8,7 @@ import {
   type StartWorkflowInput,
 } from '@better-compute/core';
 import type { ConfigUnitRegistry } from '../config-units/types';
+import { MAX_PROFILE_VERSION } from '../define/types';
 import { findProfile, markProfileUsed, type ShippedProfiles } from '../profiles/profile-store';
 import { WORKFLOW_WORK_KIND } from './constants';
 import { publishWorkflowEvent } from './events';
@@ -34,6 +36,7 @@ function text(value: unknown, path: ErrorPath, required: boolean): string | unde
       },
     );
   }
+  assertStorableText(value, path);
   return value;
 }
 
@@ -46,8 +49,8 @@ function checkStart(
   text(input.tenantId, ['tenantId'], true);
   text(input.profileId, ['profileId'], true);
   const version = input.profileVersion;
-  if (version !== undefined && (!Number.isSafeInteger(version) || version < 1)) {
-    throw new ComputeError('INVALID_INPUT', 'profileVersion must be a whole number ≥ 1', {
+  if (version !== undefined && (!Number.isSafeInteger(version) || version < 1 || version > MAX_PROFILE_VERSION)) {
+    throw new ComputeError('INVALID_INPUT', `profileVersion must be a whole number from 1 to ${MAX_PROFILE_VERSION}`, {
       details: { path: ['profileVersion'] },
     });
   }

@@ -1,4 +1,4 @@
-import { ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
+import { assertStorableText, ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
 import { HOST_CONFIG_ERROR_STEP } from '../config-units/apply';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import { inCleanupPhase } from './advance';
@@ -21,17 +21,23 @@ function notFound(workflowId: string): ComputeError {
   return new ComputeError('NOT_FOUND', `workflow ${workflowId} not found`, { details: { path: ['workflowId'] } });
 }
 
+// The id goes into a query: one PostgreSQL cannot hold (a NUL, a lone surrogate) is the caller's mistake, not INTERNAL.
+function checkWorkflowId(ref: WorkflowRef): void {
+  if (typeof ref?.workflowId !== 'string' || ref.workflowId.length === 0) {
+    throw new ComputeError('INVALID_INPUT', 'workflowId must be a non-empty string', {
+      details: { path: ['workflowId'] },
+    });
+  }
+  assertStorableText(ref.workflowId, ['workflowId']);
+}
+
 /** Runs `change` on the locked workflow in its own transaction and returns the workflow as it then is. */
 async function withLockedWorkflow(
   ctx: VerbContext,
   ref: WorkflowRef,
   change: (tx: SqlExecutor, loaded: LoadedWorkflow, now: Date) => Promise<void>,
 ): Promise<WorkflowView> {
-  if (typeof ref?.workflowId !== 'string' || ref.workflowId.length === 0) {
-    throw new ComputeError('INVALID_INPUT', 'workflowId must be a non-empty string', {
-      details: { path: ['workflowId'] },
-    });
-  }
+  checkWorkflowId(ref);
   return ctx.sql.transaction(async (tx) => {
     const loaded = await loadWorkflow(tx, ref.workflowId, { lock: true });
     if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId))
@@ -65,13 +71,14 @@ function invalidState(message: string, reason: string): ComputeError {
  * await abortWorkflow(compute.context, { workflowId, reason: 'wrong image' });
  * ```
  */
-export function abortWorkflow(ctx: VerbContext, input: WorkflowRef & { reason?: string }): Promise<WorkflowView> {
+export async function abortWorkflow(ctx: VerbContext, input: WorkflowRef & { reason?: string }): Promise<WorkflowView> {
   const reason = input?.reason;
   if (reason !== undefined && (typeof reason !== 'string' || reason.length > 1024)) {
     throw new ComputeError('INVALID_INPUT', 'reason must be a string of at most 1024 characters', {
       details: { path: ['reason'] },
     });
   }
+  if (reason !== undefined) assertStorableText(reason, ['reason']);
   return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
     const { workflow, steps } = loaded;
     if (workflow.state === 'succeeded') throw invalidState(`workflow ${workflow.id} already succeeded`, 'succeeded');
@@ -222,6 +229,7 @@ export function resumeWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wo
  * ```
  */
 export async function getWorkflow(sql: SqlExecutor, ref: WorkflowRef): Promise<WorkflowView> {
+  checkWorkflowId(ref);
   const loaded = await loadWorkflow(sql, ref.workflowId);
   if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId))
     throw notFound(ref.workflowId);

@@ -1,4 +1,10 @@
-import { ComputeError, type ComputeModule, type ErrorPath, type SqlExecutor } from '@better-compute/core';
+import {
+  assertStorableText,
+  ComputeError,
+  type ComputeModule,
+  type ErrorPath,
+  type SqlExecutor,
+} from '@better-compute/core';
 import { checkProfile } from '../define/define-profile';
 import type { Profile } from '../define/types';
 
@@ -134,6 +140,7 @@ export async function storeProfile(tx: SqlExecutor, input: StoreProfileInput, no
   if (typeof input?.tenantId !== 'string' || input.tenantId.length === 0) {
     throw new ComputeError('INVALID_INPUT', 'tenantId must be a non-empty string', { details: { path: ['tenantId'] } });
   }
+  assertStorableText(input.tenantId, ['tenantId']);
   if (input.tenantId === BUILTIN_TENANT) {
     throw new ComputeError('INVALID_INPUT', 'shipped profiles are read-only', { details: { path: ['tenantId'] } });
   }

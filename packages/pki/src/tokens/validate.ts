@@ -1,6 +1,9 @@
-import { ComputeError, type ErrorPath } from '@better-compute/core';
+import { assertStorableText, ComputeError, type ErrorPath } from '@better-compute/core';
 
-/** Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters. */
+/**
+ * Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters that PostgreSQL can
+ * store (no NUL, no lone surrogate: it ends up in a row or a query).
+ */
 export function requireString(value: unknown, path: ErrorPath, max = 256): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > max) {
     throw new ComputeError(
@@ -11,6 +14,7 @@ export function requireString(value: unknown, path: ErrorPath, max = 256): strin
       },
     );
   }
+  assertStorableText(value, path);
   return value;
 }
 

@@ -48,6 +48,9 @@ describe('issuing join tokens', () => {
     [{ tenantId: 'root', role: 'discovery', ttlSeconds: 60, expect: { mac: 5 } }, ['expect', 'mac']],
     [{ tenantId: 'root', role: 'site', ttlSeconds: 60 }, ['siteId']],
     [{ tenantId: 'root', role: 'node', ttlSeconds: 60 }, ['nodeId']],
+    [{ tenantId: 'ro\u0000ot', role: 'discovery', ttlSeconds: 60 }, ['tenantId']],
+    [{ tenantId: 'root', role: 'site', siteId: 'site_\ud800', ttlSeconds: 60 }, ['siteId']],
+    [{ tenantId: 'root', role: 'discovery', ttlSeconds: 60, expect: { mac: 'aa\u0000' } }, ['expect', 'mac']],
   ])('refuses bad input %j with INVALID_INPUT at %j', async (input, path) => {
     const error = await computeErrorOf(
       h.scratch.db.transaction((tx) => h.pki.issueJoinToken(tx, input as never)),

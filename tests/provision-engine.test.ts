@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { agentStepScenarios } from './provision-engine/agent-steps';
 import { controlPlaneScenarios } from './provision-engine/control-plane';
+import { databaseFaultScenarios } from './provision-engine/database-faults';
 import { eventScenarios } from './provision-engine/events';
 import { failureScenarios } from './provision-engine/failures';
 import { ownRequeueScenarios } from './provision-engine/own-requeue';
@@ -21,6 +22,7 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ create }) => {
   controlPlaneScenarios(getLab);
   agentStepScenarios(getLab);
   failureScenarios(getLab);
+  databaseFaultScenarios(getLab);
   verbScenarios(getLab);
   eventScenarios(getLab);
   transitionScenarios(getLab);

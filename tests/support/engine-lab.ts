@@ -8,6 +8,7 @@ import {
   type Json,
   manifest,
   type SqlDatabase,
+  SqlError,
 } from 'better-compute/core';
 import {
   awaitCommand,
@@ -53,6 +54,15 @@ export interface LabRecord {
   sawAbort: boolean;
   /** What `lab.duringRun` does while it runs (a verb on its own workflow, say); what it returns is the step's result. */
   duringRun: ((workflowId: string, attempt: number) => Promise<unknown>) | undefined;
+  /**
+   * `lab.dbFault` meets this many database faults before it gets through: `throw` throws a lost connection's SqlError,
+   * `kill` has PostgreSQL end the step's own connection in the middle of its query, `unique` a non-retryable one.
+   */
+  dbFaultsLeft: number;
+  dbFault: 'throw' | 'kill' | 'unique';
+  /** `lab.stubborn` ignores its signal and waits for this to be called; then it tries to send a command. */
+  releaseStubborn: (() => void) | undefined;
+  stubbornSend: 'sent' | 'refused' | undefined;
 }
 
 export const lab: LabRecord = {
@@ -66,6 +76,10 @@ export const lab: LabRecord = {
   hangs: false,
   sawAbort: false,
   duringRun: undefined,
+  dbFaultsLeft: 0,
+  dbFault: 'throw',
+  releaseStubborn: undefined,
+  stubbornSend: undefined,
 };
 
 function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
@@ -198,6 +212,46 @@ export const labSteps = [
       await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
       lab.sawAbort = true;
       throw new ComputeError('INTERNAL', 'interrupted');
+    },
+  }),
+  defineStep({
+    id: 'lab.dbFault',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.dbFault', ctx);
+      if (lab.dbFaultsLeft > 0) {
+        lab.dbFaultsLeft -= 1;
+        if (lab.dbFault === 'kill') await ctx.sql.query('SELECT pg_terminate_backend(pg_backend_pid())');
+        const reason = lab.dbFault === 'unique' ? 'unique-violation' : 'connection-lost';
+        throw new SqlError('the database went away', { reason, cause: undefined });
+      }
+      const { rows } = await ctx.sql.query<{ one: number }>('SELECT 1 AS one');
+      return { one: rows[0]?.one ?? null };
+    },
+  }),
+  defineStep({
+    // Ignores its signal: waits for the test, then tries to send a command as if nothing happened.
+    id: 'lab.stubborn',
+    runsOn: 'control-plane',
+    sends: ['lab.ping'],
+    timeout: '1500ms',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.stubborn', ctx);
+      await new Promise<void>((resolve) => {
+        lab.releaseStubborn = resolve;
+      });
+      try {
+        await awaitCommand(ctx, { nodeId: ctx.node!.id, kind: 'lab.ping', payload: {} });
+        lab.stubbornSend = 'sent';
+      } catch {
+        lab.stubbornSend = 'refused';
+      }
+      return null;
     },
   }),
   defineStep({
@@ -403,6 +457,10 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
         hangs: false,
         sawAbort: false,
         duringRun: undefined,
+        dbFaultsLeft: 0,
+        dbFault: 'throw',
+        releaseStubborn: undefined,
+        stubbornSend: undefined,
       });
       state.siteId = await insertSite(db, {}, clock);
       state.nodeId = await insertNode(db, { siteId: state.siteId, labels: options.labels ?? {} }, clock);

@@ -1,4 +1,5 @@
 import { PGlite } from '@electric-sql/pglite';
+import { ComputeError } from '../errors';
 import type { SqlDatabase } from '../sql/executor';
 import { PgliteSession } from './session';
 
@@ -10,6 +11,24 @@ export interface PgliteDatabaseOptions {
   dataDir?: string;
   /** An existing PGlite instance to use instead; it is not closed by `close()`. */
   client?: PGlite;
+  /**
+   * A transaction holding PGlite's one connection longer is rolled back and the connection handed on, so one stuck
+   * caller cannot stall every other (0 turns it off). Default 60,000 ms.
+   */
+  transactionTimeoutMs?: number;
+}
+
+/** The limits {@link createPgliteDatabase} applies when not told otherwise. */
+export const PGLITE_DEFAULTS = Object.freeze({ transactionTimeoutMs: 60_000 });
+
+function transactionTimeout(options: PgliteDatabaseOptions): number {
+  const value = options.transactionTimeoutMs ?? PGLITE_DEFAULTS.transactionTimeoutMs;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new ComputeError('INVALID_CONFIG', 'transactionTimeoutMs must be an integer number of milliseconds >= 0', {
+      details: { path: ['transactionTimeoutMs'] },
+    });
+  }
+  return value;
 }
 
 /**
@@ -22,10 +41,11 @@ export interface PgliteDatabaseOptions {
  * ```
  */
 export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}): Promise<SqlDatabase> {
-  if (options.client) return new PgliteSession(options.client, false);
+  const limits = { transactionTimeoutMs: transactionTimeout(options) };
+  if (options.client) return new PgliteSession(options.client, false, limits);
   const client = await PGlite.create({
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     parsers: { [INT8]: (value: string) => Number(value) },
   });
-  return new PgliteSession(client, true);
+  return new PgliteSession(client, true, limits);
 }

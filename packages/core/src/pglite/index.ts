@@ -1,2 +1,2 @@
-export { createPgliteDatabase, type PgliteDatabaseOptions } from './driver';
-export { PgliteSession } from './session';
+export { createPgliteDatabase, PGLITE_DEFAULTS, type PgliteDatabaseOptions } from './driver';
+export { PgliteSession, type PgliteSessionLimits } from './session';

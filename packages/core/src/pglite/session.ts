@@ -4,7 +4,23 @@ import { ComputeError } from '../errors';
 import type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
 import { Mutex } from '../sql/mutex';
 import { runInSavepoint } from '../sql/savepoint';
-import { toSqlError } from '../sql/sql-error';
+import { SqlError, toSqlError } from '../sql/sql-error';
+
+/** What every transaction of a PGlite session is held to. */
+export interface PgliteSessionLimits {
+  /**
+   * A transaction holding the one connection longer is rolled back and the connection handed on; its later statements
+   * and its end fail `connection-lost` (as PostgreSQL's idle-in-transaction timeout ends a session). 0: no limit.
+   */
+  transactionTimeoutMs: number;
+}
+
+function expired(ms: number): SqlError {
+  return new SqlError(`the transaction held the connection longer than ${ms} ms and was rolled back`, {
+    reason: 'connection-lost',
+    cause: undefined,
+  });
+}
 
 async function runQuery<R>(pg: PGlite, text: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>> {
   try {
@@ -17,9 +33,13 @@ async function runQuery<R>(pg: PGlite, text: string, params: readonly unknown[] 
 }
 
 class PgliteTransaction implements SqlExecutor {
+  /** Set once the transaction outlived its limit: it was rolled back, and the connection is someone else's. */
+  expiredAfterMs: number | undefined;
+
   constructor(private readonly pg: PGlite) {}
 
   query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    if (this.expiredAfterMs !== undefined) return Promise.reject(expired(this.expiredAfterMs));
     return runQuery<R>(this.pg, text, params);
   }
 
@@ -42,6 +62,7 @@ export class PgliteSession implements SqlDatabase {
   constructor(
     readonly client: PGlite,
     private readonly ownsClient: boolean,
+    private readonly limits: PgliteSessionLimits = { transactionTimeoutMs: 0 },
   ) {}
 
   #guard(): void {
@@ -61,20 +82,49 @@ export class PgliteSession implements SqlDatabase {
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     this.#guard();
-    return this.#mutex.run(() =>
+    let outcome: Promise<T> | undefined;
+    await this.#mutex.run(() =>
       this.#inTransaction.run(true, async () => {
         await runQuery(this.client, 'BEGIN', undefined);
-        let result: T;
-        try {
-          result = await fn(new PgliteTransaction(this.client));
-        } catch (err) {
-          await runQuery(this.client, 'ROLLBACK', undefined).catch(() => undefined);
-          throw err;
-        }
-        await runQuery(this.client, 'COMMIT', undefined);
-        return result;
+        const tx = new PgliteTransaction(this.client);
+        // Set once COMMIT or ROLLBACK is under way: from then on the transaction ends on its own, limit or not.
+        let ending = false;
+        const work = (async () => fn(tx))().then(
+          async (value) => {
+            if (tx.expiredAfterMs !== undefined) throw expired(tx.expiredAfterMs);
+            ending = true;
+            await runQuery(this.client, 'COMMIT', undefined);
+            return value;
+          },
+          async (err) => {
+            if (tx.expiredAfterMs === undefined) {
+              ending = true;
+              await runQuery(this.client, 'ROLLBACK', undefined).catch(() => undefined);
+            }
+            throw err;
+          },
+        );
+        outcome = work;
+        const limit = this.limits.transactionTimeoutMs;
+        if (limit === 0) return void (await work.catch(() => undefined));
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = await Promise.race([
+          work.then(
+            () => false,
+            () => false,
+          ),
+          new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(true), limit);
+          }),
+        ]);
+        clearTimeout(timer);
+        if (!timedOut || ending) return void (await work.catch(() => undefined));
+        // PGlite runs statements in the order they are sent, so one of fn's already under way finishes first.
+        tx.expiredAfterMs = limit;
+        await runQuery(this.client, 'ROLLBACK', undefined).catch(() => undefined);
       }),
     );
+    return outcome as Promise<T>;
   }
 
   async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {

@@ -1,2 +1,2 @@
-export { createPostgresDatabase, type PostgresDatabaseOptions } from './driver';
-export { PostgresSession } from './session';
+export { createPostgresDatabase, POSTGRES_DEFAULTS, type PostgresDatabaseOptions } from './driver';
+export { PostgresSession, type PostgresSessionLimits } from './session';

@@ -1,34 +1,73 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { ComputeError } from '../errors';
 import type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
-import { toSqlError } from '../sql/sql-error';
+import { SqlError, toSqlError } from '../sql/sql-error';
 
 type AnySql = Sql | TransactionSql;
 
-async function runQuery<R>(sql: AnySql, text: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>> {
+/** What every statement of a session is held to. */
+export interface PostgresSessionLimits {
+  /** No answer after this long: the statement is cancelled and fails `connection-lost`. 0: no limit. */
+  queryTimeoutMs: number;
+}
+
+function noAnswer(ms: number): SqlError {
+  return new SqlError(`no answer from the database within ${ms} ms`, {
+    reason: 'connection-lost',
+    cause: undefined,
+  });
+}
+
+async function runQuery<R>(
+  sql: AnySql,
+  text: string,
+  params: readonly unknown[] | undefined,
+  limits: PostgresSessionLimits,
+): Promise<QueryResult<R>> {
+  let timer: NodeJS.Timeout | undefined;
   try {
     // Statements with parameters are the kernel's fixed hot-path texts: preparing them saves a parse and plan per
     // call. Statements without (DDL, savepoints with generated names) stay unnamed, so the per-connection cache of
     // prepared statements cannot grow without bound.
     const prepare = params !== undefined && params.length > 0;
     // biome-ignore lint/suspicious/noExplicitAny: postgres.js types parameters as its own serializable union
-    const result = await sql.unsafe(text, params ? ([...params] as any[]) : undefined, { prepare });
+    const pending = sql.unsafe(text, params ? ([...params] as any[]) : undefined, { prepare });
+    const { queryTimeoutMs } = limits;
+    const answered =
+      queryTimeoutMs > 0
+        ? Promise.race([
+            pending,
+            new Promise<never>((_, reject) => {
+              // No cancel request: it needs a connection of its own, and postgres.js leaves a failed one to an
+              // unhandled rejection; the server's statement_timeout ends a statement that is merely slow.
+              timer = setTimeout(() => {
+                reject(noAnswer(queryTimeoutMs));
+              }, queryTimeoutMs);
+            }),
+          ])
+        : pending;
+    const result = await answered;
     return { rows: [...result] as R[], rowCount: result.count ?? result.length };
   } catch (err) {
     throw toSqlError(err);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
 class PostgresTransaction implements SqlExecutor {
-  constructor(private readonly sql: TransactionSql) {}
+  constructor(
+    private readonly sql: TransactionSql,
+    private readonly limits: PostgresSessionLimits,
+  ) {}
 
   query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-    return runQuery<R>(this.sql, text, params);
+    return runQuery<R>(this.sql, text, params, this.limits);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     try {
-      return (await this.sql.savepoint((sp) => fn(new PostgresTransaction(sp)))) as T;
+      return (await this.sql.savepoint((sp) => fn(new PostgresTransaction(sp, this.limits)))) as T;
     } catch (err) {
       throw classifyDriverError(err);
     }
@@ -51,17 +90,20 @@ export class PostgresSession implements SqlDatabase {
   readonly backend = 'postgres' as const;
   #closed = false;
 
-  constructor(readonly client: Sql) {}
+  constructor(
+    readonly client: Sql,
+    private readonly limits: PostgresSessionLimits = { queryTimeoutMs: 0 },
+  ) {}
 
   query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
     if (this.#closed) return Promise.reject(new ComputeError('INVALID_STATE', 'the database is closed'));
-    return runQuery<R>(this.client, text, params);
+    return runQuery<R>(this.client, text, params, this.limits);
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
     try {
-      return (await this.client.begin((tx) => fn(new PostgresTransaction(tx)))) as T;
+      return (await this.client.begin((tx) => fn(new PostgresTransaction(tx, this.limits)))) as T;
     } catch (err) {
       throw classifyDriverError(err);
     }

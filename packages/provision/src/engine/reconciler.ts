@@ -8,6 +8,7 @@ import { flushWrites } from './flush-writes';
 import { type RunOutcome, runControlPlaneStep } from './run-step';
 import { NeedsTransaction, StagedWrites } from './staged-writes';
 import type { StepRegistry } from './step-registry';
+import { TransientBackoff } from './transient-backoff';
 import { type EngineEnv, failStep, succeedStep } from './transitions';
 import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readActiveWorkflow } from './workflow-rows';
 
@@ -113,6 +114,7 @@ export function workflowReconciler(
   steps: StepRegistry,
   configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
 ): Reconciler {
+  const transient = new TransientBackoff();
   const reconcile = async (key: string, ctx: ModuleContext) => {
     const env: EngineEnv = { ctx, steps, configUnits };
     const lease = leaseOf(ctx.sql);
@@ -180,9 +182,12 @@ export function workflowReconciler(
         return requeueWritten ? { ...result, requeueWritten: true } : result;
       }
       if (decision.kind === 'run') {
-        const outcome = await runControlPlaneStep(ctx, steps, decision.request);
+        const { request } = decision;
+        const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
+        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey));
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
-        if (outcome.kind === 'not-ready') {
+        if (outcome.kind !== 'transient') transient.clear(attemptKey);
+        if (outcome.kind === 'not-ready' || outcome.kind === 'transient') {
           // Nothing to settle: the step stays running and runs again after the delay, never past its deadline.
           return requeueAt(ctx, Math.min(ctx.clock.now().getTime() + outcome.ms, decision.request.deadline.getTime()));
         }

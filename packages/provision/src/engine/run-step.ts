@@ -2,8 +2,10 @@ import {
   ComputeError,
   checkJson,
   isComputeError,
+  isSqlError,
   type Json,
   type ModuleContext,
+  type SqlError,
   validateInput,
 } from '@better-compute/core';
 import type { RunRequest } from './decision';
@@ -20,7 +22,34 @@ export type RunOutcome =
   | { kind: 'not-ready'; ms: number }
   | { kind: 'failed'; error: StepError }
   /** The worker began to stop while the step ran: nothing is settled, and the next owner runs it again. */
-  | { kind: 'abandoned' };
+  | { kind: 'abandoned' }
+  /**
+   * The run met a database error the kernel calls retryable (a lost connection, a serialization failure, a deadlock):
+   * nothing is settled and no attempt is spent; the step runs again after `ms`, never past its deadline.
+   */
+  | { kind: 'transient'; ms: number; reason: SqlError['reason'] };
+
+// A wrapper may keep the database's error as its cause (toComputeError does): look a few levels down, and stop at a
+// ComputeError with a code of its own, which the step chose to report.
+const CAUSE_DEPTH = 5;
+
+/**
+ * The retryable SQL error behind what a step threw, if that is all it was.
+ *
+ * @example
+ * ```ts
+ * transientSqlError(new ComputeError('INTERNAL', 'x', { cause: sqlError })); // sqlError, when it is retryable
+ * ```
+ */
+export function transientSqlError(error: unknown): SqlError | undefined {
+  let current = error;
+  for (let depth = 0; depth < CAUSE_DEPTH && current !== undefined && current !== null; depth += 1) {
+    if (isSqlError(current)) return current.retryable ? current : undefined;
+    if (isComputeError(current) && current.code !== 'INTERNAL') return undefined;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
 
 function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOutcome {
   if (isComputeError(error)) {
@@ -51,6 +80,7 @@ export async function runControlPlaneStep(
   ctx: ModuleContext,
   steps: StepRegistry,
   request: RunRequest,
+  transientDelayMs: (reason: SqlError['reason']) => number = () => 1_000,
 ): Promise<RunOutcome> {
   const definition = steps.get(request.action);
   if (definition?.runsOn !== 'control-plane') {
@@ -71,10 +101,18 @@ export async function runControlPlaneStep(
   timer?.unref?.();
   const stopping = ctx.signal;
   const signal = stopping ? AbortSignal.any([controller.signal, stopping]) : controller.signal;
+  // A run that ignores its signal must not hold the workflow's key past its deadline or a stopping worker: the engine
+  // stops waiting for it then, and its context refuses to send anything more (see buildStepContext).
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
     const stepCtx = buildStepContext(ctx, request, definition.sends, signal);
-    const value = (await definition.run(input, stepCtx)) ?? null;
+    const value = (await Promise.race([definition.run(input, stepCtx), aborted])) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {
       return {
@@ -89,8 +127,22 @@ export async function runControlPlaneStep(
     if (ctx.clock.now().getTime() >= request.deadline.getTime()) {
       return { kind: 'failed', error: { code: 'TIMEOUT', message: 'no result before the step deadline' } };
     }
+    const transient = transientSqlError(error);
+    if (transient) {
+      const ms = transientDelayMs(transient.reason);
+      // The reason only: a database's message can quote the values of a row.
+      ctx.log.warn('step met a transient database error; running it again', {
+        workflowId: request.workflowId,
+        stepId: request.stepId,
+        action: request.action,
+        reason: transient.reason,
+        retryInMs: ms,
+      });
+      return { kind: 'transient', ms, reason: transient.reason };
+    }
     return failure(error, ctx, request);
   } finally {
     clearTimeout(timer);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 }

@@ -7,12 +7,24 @@ import type { RunRequest } from './decision';
  * The command queue a step sees: every command it enqueues carries the workflow, the step and a wake of the workflow,
  * and a step that declared `sends` may enqueue only those kinds (any other is INVALID_CONFIG).
  */
-function stepCommands(commands: CommandQueue, request: RunRequest, sends: readonly string[] | undefined): CommandQueue {
+function stepCommands(
+  commands: CommandQueue,
+  request: RunRequest,
+  sends: readonly string[] | undefined,
+  signal: AbortSignal,
+): CommandQueue {
   return {
     get: (sql, id) => commands.get(sql, id),
     findByKey: (sql, nodeId, key) => commands.findByKey(sql, nodeId, key),
     cancel: (tx, id, reason) => commands.cancel(tx, id, reason),
     enqueue(tx, command) {
+      // The engine stopped waiting for this run (its deadline passed, or the worker is stopping): whatever it still
+      // does, it sends nothing, since a later attempt may already send under its own key.
+      if (signal.aborted) {
+        throw new ComputeError('TIMEOUT', `step ${request.action} can no longer send: its run was abandoned`, {
+          details: { path: ['kind'] },
+        });
+      }
       if (sends && !sends.includes(command.kind)) {
         throw new ComputeError(
           'INVALID_CONFIG',
@@ -46,7 +58,7 @@ export function buildStepContext(
 ): StepContext {
   return {
     ...ctx,
-    commands: stepCommands(ctx.commands, request, sends),
+    commands: stepCommands(ctx.commands, request, sends, signal),
     workflowId: request.workflowId,
     stepId: request.stepId,
     attempt: request.attempt,

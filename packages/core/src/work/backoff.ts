@@ -52,6 +52,32 @@ export function backoffDelayMs(attempts: number, backoff: Required<BackoffOption
   return Math.min(backoff.maxMs, backoff.baseMs * 2 ** exponent);
 }
 
+/**
+ * The longest backoff after a pass that failed only because the database did (a retryable `SqlError`: a lost
+ * connection, a serialization failure, a deadlock), so a key is back within seconds of the database, however long
+ * the outage, instead of waiting out a backoff grown for a reconciler's own failures.
+ *
+ * @example
+ * ```ts
+ * failureDelayMs(12, sqlErrorConnectionLost, DEFAULT_BACKOFF); // TRANSIENT_BACKOFF_MAX_MS, not 5 minutes
+ * ```
+ */
+export const TRANSIENT_BACKOFF_MAX_MS = 5_000;
+
+/**
+ * The backoff after `attempts` consecutive failures that ended with `error`: {@link backoffDelayMs}, capped at
+ * {@link TRANSIENT_BACKOFF_MAX_MS} when the error is the database's and retryable.
+ *
+ * @example
+ * ```ts
+ * failureDelayMs(3, new ComputeError('TIMEOUT', 'no answer'), DEFAULT_BACKOFF); // 4000
+ * ```
+ */
+export function failureDelayMs(attempts: number, error: unknown, backoff: Required<BackoffOptions>): number {
+  const delay = backoffDelayMs(attempts, backoff);
+  return isSqlError(error) && error.retryable ? Math.min(delay, TRANSIENT_BACKOFF_MAX_MS) : delay;
+}
+
 const MAX_ERROR_TEXT = 1_000;
 
 /**

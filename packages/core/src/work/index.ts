@@ -1,4 +1,4 @@
-export { backoffDelayMs, DEFAULT_BACKOFF, describeFailure } from './backoff';
+export { backoffDelayMs, DEFAULT_BACKOFF, describeFailure, failureDelayMs, TRANSIENT_BACKOFF_MAX_MS } from './backoff';
 export {
   assertLeaseHeld,
   FencedExecutor,

@@ -3,7 +3,7 @@ import { ComputeError } from '../errors';
 import type { Logger } from '../kernel/logger';
 import type { ModuleContext, Reconciler } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
-import { backoffDelayMs, describeFailure } from './backoff';
+import { describeFailure, failureDelayMs } from './backoff';
 import { isFencedError, type ShardLease } from './fenced-executor';
 import { type BatchOutcome, finishItem } from './finish';
 import type { ClaimedItem } from './items';
@@ -113,7 +113,7 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
     if ('written' in result) return report('requeued', 0, addMs(now, result.delayMs));
     if (result.outcome === 'failed') {
       const attempts = item.attempts + 1;
-      const delayMs = backoffDelayMs(attempts, input.backoff);
+      const delayMs = failureDelayMs(attempts, result.error, input.backoff);
       const error = describeFailure(result.error);
       await finishItem(input.db, item, { outcome: 'failed', delayMs, error }, now, input.lease);
       log.error('reconciler failed', { kind: item.kind, key: item.key, attempts, retryInMs: delayMs, error });

@@ -129,6 +129,9 @@ describe.each(BACKENDS)('the image catalog on $name', ({ create }) => {
     [{ url: 'not a url' }, ['url']],
     [{ public: 'yes' }, ['public']],
     [{ checksum: noble }, ['checksum']],
+    [{ url: 'https://images.acme.example/noble\u0000.img' }, ['url']],
+    [{ tenantId: 'ac\u0000me' }, ['tenantId']],
+    [{ signerId: 'isg_\ud800' }, ['signerId']],
   ])('refuses malformed input %j with INVALID_INPUT at its path', async (change, path) => {
     const error = computeError(
       await rejectionOf(() => register({ ...acmeNoble(), ...change } as RegisterImageInput)),

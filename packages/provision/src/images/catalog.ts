@@ -1,4 +1,5 @@
 import {
+  assertStorableText,
   type Clock,
   ComputeError,
   type ErrorPath,
@@ -72,6 +73,8 @@ function text(value: unknown, path: ErrorPath, max: number): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > max) {
     throw invalid(`${path.join('.')} must be a non-empty string of at most ${max} characters`, path);
   }
+  // A URL parses with a NUL in it, and every text here is stored or looked up.
+  assertStorableText(value, path);
   return value;
 }
 

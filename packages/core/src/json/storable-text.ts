@@ -15,6 +15,8 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * ```
  */
 export function storableTextProblem(value: string): string | undefined {
+  // Callers check the type first; this keeps a mistaken call a refusal instead of a TypeError.
+  if (typeof value !== 'string') return 'is not a string';
   if (value.includes('\u0000')) return 'contains a NUL character, which PostgreSQL cannot store';
   if (LONE_SURROGATE.test(value)) return 'contains a lone UTF-16 surrogate, which is not valid Unicode';
   return undefined;

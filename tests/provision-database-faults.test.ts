@@ -1,0 +1,334 @@
+import {
+  betterCompute,
+  type Command,
+  type Compute,
+  isSqlError,
+  openAgentSession,
+  type SqlDatabase,
+  systemClock,
+  touchAgentSession,
+} from 'better-compute/core';
+import { createPostgresDatabase } from 'better-compute/core/postgres';
+import { type ProfileDefinition, provisionModule, storeProfile } from 'better-compute/provision';
+import { insertNode, insertSite } from 'better-compute/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { labModule, labSteps } from './support/engine-lab';
+import { type OwnedPostgres, postgresBinaries, startOwnedPostgres } from './support/owned-postgres';
+
+// A database that fails under load: a PostgreSQL server of the test's own, restarted every few seconds while worker
+// connections are terminated at random, under a few hundred workflows of control-plane, relaying and agent steps.
+const WORKFLOWS = Number(process.env.FAULT_WORKFLOWS ?? 200);
+const FAULT_MS = Number(process.env.FAULT_MS ?? 30_000);
+// The longest a workflow may go without an event once the last fault is over (stated in the core README).
+const STALL_BOUND_MS = 20_000;
+const FINISH_BOUND_MS = 120_000;
+
+const PROFILE: ProfileDefinition = {
+  id: 'fault-run',
+  version: 1,
+  target: 'metal',
+  steps: [
+    { use: 'lab.dbFault' },
+    { use: 'lab.relay', on: 'site', with: { key: 'wipe-a' } },
+    { use: 'lab.ping', with: { n: 1 } },
+    { use: 'lab.dbFault' },
+    { use: 'lab.ping', with: { n: 2 } },
+    { use: 'lab.relay', on: 'site', with: { key: 'wipe-b' } },
+    { use: 'lab.ping', with: { n: 3 } },
+    { use: 'lab.dbFault' },
+    { use: 'lab.ping', with: { n: 4 } },
+    { use: 'lab.relay', on: 'site', with: { key: 'wipe-c' } },
+    { use: 'lab.ping', with: { n: 5 } },
+    { use: 'lab.dbFault' },
+  ],
+};
+
+const binaries = postgresBinaries();
+if ('missing' in binaries) console.warn(`database fault test skipped: ${binaries.missing}`);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The test's own reads meet the faults too (a pooled connection killed while idle fails its next statement). */
+async function retrying<T>(read: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= 10 || !isSqlError(error) || !error.retryable) throw error;
+      await sleep(200);
+    }
+  }
+}
+
+/**
+ * Agents as a real one behaves over a flaky network: every call may fail, and it calls again. Each command is
+ * answered 0.5–3 s after it was created, all of a node's at once (the one site agent relays for every node); the
+ * keys they were handed are recorded, to find a command sent twice.
+ */
+class StubbornAgents {
+  readonly keysByCommand = new Map<string, string>();
+  readonly #answerAt = new Map<string, number>();
+  errors = 0;
+  #stopped = false;
+  #loop: Promise<void> = Promise.resolve();
+
+  constructor(private readonly compute: Compute) {}
+
+  start(): void {
+    this.#loop = (async () => {
+      let lastTouch = 0;
+      while (!this.#stopped) {
+        try {
+          if (Date.now() - lastTouch > 2_000) {
+            await this.#touchAll();
+            lastTouch = Date.now();
+          }
+          await this.#round();
+        } catch {
+          this.errors += 1;
+        }
+        await sleep(50);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#loop;
+  }
+
+  async #touchAll(): Promise<void> {
+    const db = this.compute.database;
+    const { rows } = await db.query<{ id: string }>('SELECT id FROM agent_sessions WHERE closed_at IS NULL');
+    for (const row of rows)
+      await db.transaction((tx) => touchAgentSession(tx, { sessionId: row.id, clock: systemClock }));
+  }
+
+  async #round(): Promise<void> {
+    const db = this.compute.database;
+    const { rows } = await db.query<{ node_id: string }>(
+      "SELECT DISTINCT node_id FROM commands WHERE state IN ('pending', 'dispatched', 'acked', 'running')",
+    );
+    await Promise.all(rows.map((row) => this.#serve(row.node_id).catch(() => (this.errors += 1))));
+  }
+
+  async #serve(nodeId: string): Promise<void> {
+    const { commands } = this.compute;
+    const db = this.compute.database;
+    const polled = await db.transaction((tx) => commands.pollCommands(tx, { nodeId, limit: 100 }));
+    // A call that failed may have committed: what is open besides what the poll returned is taken up again.
+    const { rows } = await db.query<{ id: string }>(
+      "SELECT id FROM commands WHERE node_id = $1 AND state IN ('acked', 'running')",
+      [nodeId],
+    );
+    const open: Command[] = [...polled];
+    for (const row of rows) {
+      const command = await commands.get(db, row.id);
+      if (command) open.push(command);
+    }
+    await Promise.all(open.map((command) => this.#answer(nodeId, command)));
+  }
+
+  async #answer(nodeId: string, command: Command): Promise<void> {
+    const { commands } = this.compute;
+    const db = this.compute.database;
+    const known = this.keysByCommand.get(command.id);
+    if (known === undefined) this.keysByCommand.set(command.id, `${command.nodeId}/${command.key}`);
+    if (!this.#answerAt.has(command.id)) {
+      this.#answerAt.set(command.id, command.createdAt.getTime() + 500 + Math.random() * 2_500);
+    }
+    if (Date.now() < (this.#answerAt.get(command.id) ?? 0)) return;
+    const ref = { nodeId, commandId: command.id };
+    const state = command.state;
+    if (state === 'dispatched' || state === 'pending') await db.transaction((tx) => commands.ackCommand(tx, ref));
+    if (state !== 'running') await db.transaction((tx) => commands.startCommand(tx, ref));
+    await db.transaction((tx) => commands.completeCommand(tx, ref));
+  }
+}
+
+describe.skipIf('missing' in binaries)('the engine on a PostgreSQL server that fails under load', () => {
+  let server: OwnedPostgres;
+  let db: SqlDatabase;
+  let compute: Compute;
+  let agents: StubbornAgents;
+  const faults = { restarts: 0, terminated: 0, lastFaultEndedAt: 0 };
+
+  beforeAll(async () => {
+    server = await startOwnedPostgres((binaries as { bin: string }).bin);
+    db = createPostgresDatabase({ url: server.url, max: 20 });
+    compute = await betterCompute({
+      database: db,
+      clock: systemClock,
+      modules: [labModule, provisionModule({ steps: labSteps, profiles: [] })],
+      workers: { concurrency: 16 },
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await agents?.stop();
+    await compute?.close();
+    await db?.close();
+    await server?.destroy();
+  });
+
+  it('finishes every workflow, none failed by the faults, no command sent twice, no event missing, no long stall', async () => {
+    const clock = systemClock;
+    const siteId = await insertSite(db, {}, clock);
+    const siteAgent = await insertNode(db, { siteId, kind: 'site-agent' }, clock);
+    await db.transaction((tx) => openAgentSession(tx, { nodeId: siteAgent, role: 'site', bootId: 'site-boot', clock }));
+    const nodes: string[] = [];
+    for (let i = 0; i < WORKFLOWS + 1; i += 1) {
+      const nodeId = await insertNode(db, { siteId }, clock);
+      await db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'node', bootId: `boot-${i}`, clock }));
+      nodes.push(nodeId);
+    }
+    await db.transaction((tx) => storeProfile(tx, { tenantId: 'root', profile: PROFILE }, clock.now()));
+    const start = (nodeId: string) =>
+      db.transaction(async (tx) => {
+        const started = await compute.context.workflows!.start(tx, {
+          tenantId: 'root',
+          profileId: PROFILE.id,
+          profileVersion: PROFILE.version,
+          nodeId,
+        });
+        return started.id;
+      });
+    agents = new StubbornAgents(compute);
+    agents.start();
+    await compute.startWorkers(2);
+
+    // The reference: one workflow run with no fault, for the events every run must write.
+    const reference = await start(nodes[0] as string);
+    await expect.poll(() => stateOf(db, reference), { timeout: 60_000, interval: 250 }).toBe('succeeded');
+    const expectedEvents = await eventTypes(db, reference);
+
+    const ids: string[] = [];
+    for (const nodeId of nodes.slice(1)) ids.push(await start(nodeId));
+
+    const faultStart = Date.now();
+    let nextRestart = faultStart + 2_000 + Math.random() * 2_000;
+    let mode: 'fast' | 'immediate' = 'immediate';
+    // Faults go on for FAULT_MS, or until half the workflows have finished: the rest are in flight at the last fault,
+    // so what happens after it says something.
+    let unfinishedAtLastFault = ids.length;
+    while (Date.now() - faultStart < FAULT_MS && unfinishedAtLastFault > ids.length / 2) {
+      if (Date.now() >= nextRestart) {
+        await server.restart(mode, 200 + Math.random() * 800);
+        faults.restarts += 1;
+        mode = mode === 'fast' ? 'immediate' : 'fast';
+        nextRestart = Date.now() + 3_000 + Math.random() * 3_000;
+      } else {
+        faults.terminated += await server.terminate('better-compute', 0.3).catch(() => 0);
+      }
+      faults.lastFaultEndedAt = Date.now();
+      unfinishedAtLastFault = await unfinished(db, ids).catch(() => unfinishedAtLastFault);
+      await sleep(400 + Math.random() * 600);
+    }
+
+    const deadline = Date.now() + FINISH_BOUND_MS;
+    let open = ids.length;
+    while (Date.now() < deadline) {
+      open = await retrying(() => unfinished(db, ids));
+      if (open === 0) break;
+      await sleep(500);
+    }
+    const finishedAt = Date.now();
+
+    const { rows: states } = await retrying(() =>
+      db.query<{ state: string; n: number }>(
+        'SELECT state, count(*)::int AS n FROM workflows WHERE id = ANY($1::text[]) GROUP BY state',
+        [ids],
+      ),
+    );
+    const { rows: spent } = await retrying(() =>
+      db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM workflow_steps WHERE workflow_id = ANY($1::text[]) AND attempt > 0',
+        [ids],
+      ),
+    );
+    const { rows: twice } = await retrying(() =>
+      db.query<{ key: string }>(
+        'SELECT node_id || $1 || key AS key FROM commands GROUP BY node_id, key HAVING count(*) > 1',
+        ['/'],
+      ),
+    );
+    const handedKeys = [...agents.keysByCommand.values()];
+    const events = await Promise.all(ids.map((id) => retrying(() => eventTypes(db, id))));
+    const missing = ids.filter((_, i) => JSON.stringify(events[i]) !== JSON.stringify(expectedEvents));
+    const stall = await retrying(() => longestStallAfter(db, ids, faults.lastFaultEndedAt));
+
+    const figures = {
+      workflows: ids.length,
+      faultSeconds: Math.round((faults.lastFaultEndedAt - faultStart) / 100) / 10,
+      unfinishedAtLastFault,
+      restarts: faults.restarts,
+      connectionsTerminated: faults.terminated,
+      agentCallErrors: agents.errors,
+      finishedSecondsAfterLastFault: Math.round((finishedAt - faults.lastFaultEndedAt) / 100) / 10,
+      longestStallAfterLastFaultMs: stall.ms,
+      longestStallEndedWith: stall.before,
+      commandsSent: handedKeys.length,
+    };
+    console.log(`database fault test: ${JSON.stringify(figures)}`);
+
+    expect(open).toBe(0);
+    expect(states).toEqual([{ state: 'succeeded', n: ids.length }]);
+    expect(spent[0]?.n).toBe(0);
+    expect(twice).toEqual([]);
+    expect(new Set(handedKeys).size).toBe(handedKeys.length);
+    expect(missing).toEqual([]);
+    expect(faults.restarts).toBeGreaterThan(0);
+    expect(faults.terminated).toBeGreaterThan(0);
+    expect(unfinishedAtLastFault).toBeGreaterThan(0);
+    expect(stall.ms).toBeLessThanOrEqual(STALL_BOUND_MS);
+  }, 300_000);
+});
+
+async function unfinished(db: SqlDatabase, ids: string[]): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM workflows WHERE id = ANY($1::text[]) AND state NOT IN ('succeeded', 'failed', 'cancelled')",
+    [ids],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+async function stateOf(db: SqlDatabase, id: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ state: string }>('SELECT state FROM workflows WHERE id = $1', [id]);
+  return rows[0]?.state;
+}
+
+async function eventTypes(db: SqlDatabase, id: string): Promise<string[]> {
+  const { rows } = await db.query<{ type: string }>('SELECT type FROM events WHERE subject = $1 ORDER BY seq', [
+    `workflow/${id}`,
+  ]);
+  return rows.map((r) => r.type);
+}
+
+/**
+ * The longest any workflow went without an event after `since` (the end of the last fault), counting from `since`
+ * to its first event after it, between its events, and (while it was unfinished) to now.
+ */
+async function longestStallAfter(
+  db: SqlDatabase,
+  ids: string[],
+  since: number,
+): Promise<{ ms: number; before: string }> {
+  const { rows } = await db.query<{ subject: string; at: Date; type: string; step: string | null }>(
+    "SELECT subject, at, type, data->>'stepId' AS step FROM events WHERE subject = ANY($1::text[]) AND at > $2 ORDER BY subject, seq",
+    [ids.map((id) => `workflow/${id}`), new Date(since)],
+  );
+  const bySubject = new Map<string, { at: number; label: string }[]>();
+  for (const row of rows) {
+    const list = bySubject.get(row.subject) ?? [];
+    list.push({ at: row.at.getTime(), label: `${row.type}${row.step ? ` ${row.step}` : ''}` });
+    bySubject.set(row.subject, list);
+  }
+  let longest = { ms: 0, before: '' };
+  for (const events of bySubject.values()) {
+    let previous = since;
+    for (const event of events) {
+      if (event.at - previous > longest.ms) longest = { ms: event.at - previous, before: event.label };
+      previous = event.at;
+    }
+  }
+  return longest;
+}

@@ -70,31 +70,30 @@ class StubbornAgents {
   readonly #answerAt = new Map<string, number>();
   errors = 0;
   #stopped = false;
-  #loop: Promise<void> = Promise.resolve();
+  #loops: Promise<void>[] = [];
+  readonly #busy = new Set<string>();
 
   constructor(private readonly compute: Compute) {}
 
   start(): void {
-    this.#loop = (async () => {
-      let lastTouch = 0;
-      while (!this.#stopped) {
-        try {
-          if (Date.now() - lastTouch > 2_000) {
-            await this.#touchAll();
-            lastTouch = Date.now();
-          }
-          await this.#round();
-        } catch {
-          this.errors += 1;
-        }
-        await sleep(50);
+    // A real agent's heartbeat does not wait for its commands: the sessions are touched on a loop of their own.
+    this.#loops = [this.#every(50, () => this.#round()), this.#every(2_000, () => this.#touchAll())];
+  }
+
+  async #every(ms: number, fn: () => Promise<void>): Promise<void> {
+    while (!this.#stopped) {
+      try {
+        await fn();
+      } catch {
+        this.errors += 1;
       }
-    })();
+      await sleep(ms);
+    }
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    await this.#loop;
+    await Promise.all(this.#loops);
   }
 
   async #touchAll(): Promise<void> {
@@ -109,7 +108,16 @@ class StubbornAgents {
     const { rows } = await db.query<{ node_id: string }>(
       "SELECT DISTINCT node_id FROM commands WHERE state IN ('pending', 'dispatched', 'acked', 'running')",
     );
-    await Promise.all(rows.map((row) => this.#serve(row.node_id).catch(() => (this.errors += 1))));
+    // Every node's agent is on its own: one whose call is slow or stuck holds up nobody else.
+    for (const { node_id: nodeId } of rows) {
+      if (this.#busy.has(nodeId)) continue;
+      this.#busy.add(nodeId);
+      void this.#serve(nodeId)
+        .catch(() => {
+          this.errors += 1;
+        })
+        .finally(() => this.#busy.delete(nodeId));
+    }
   }
 
   async #serve(nodeId: string): Promise<void> {
@@ -224,6 +232,15 @@ describe.skipIf('missing' in binaries)('the engine on a PostgreSQL server that f
       await sleep(400 + Math.random() * 600);
     }
 
+    // When a workflow stalls, what held it is usually a session idle in a transaction or waiting on a lock: say so.
+    const diag = setInterval(() => {
+      void db
+        .query<{ pid: number; state: string; age: number; wait: string | null; query: string }>(
+          "SELECT pid, state, extract(epoch FROM now() - coalesce(xact_start, query_start))::int AS age, wait_event_type || ':' || wait_event AS wait, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query FROM pg_stat_activity WHERE application_name = 'better-compute' AND pid <> pg_backend_pid() AND (state = 'idle in transaction' OR wait_event_type = 'Lock') AND now() - coalesce(xact_start, query_start) > interval '4 seconds'",
+        )
+        .then(({ rows }) => rows.length && console.log('sessions holding on:', JSON.stringify(rows)))
+        .catch(() => undefined);
+    }, 2_000);
     const deadline = Date.now() + FINISH_BOUND_MS;
     let open = ids.length;
     while (Date.now() < deadline) {
@@ -232,6 +249,7 @@ describe.skipIf('missing' in binaries)('the engine on a PostgreSQL server that f
       await sleep(500);
     }
     const finishedAt = Date.now();
+    clearInterval(diag);
 
     const { rows: states } = await retrying(() =>
       db.query<{ state: string; n: number }>(

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
+import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import { assertShardCount, DEFAULT_SHARDS, shardOf } from './shard';
 import { URGENT_SUFFIX, WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
@@ -90,6 +91,7 @@ function requireText(value: unknown, field: 'kind' | 'key'): string {
       },
     );
   }
+  assertStorableText(value, [field]);
   return value;
 }
 

@@ -108,6 +108,15 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
       await expect(
         db.transaction((tx) => work.enqueue(tx, { kind: 'k', key: 'k', urgent: 'yes' as unknown as boolean })),
       ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['urgent'] } });
+      // PostgreSQL cannot store a NUL or a lone surrogate: the caller's mistake, not an INTERNAL error.
+      await expect(enqueue('k\u0000', 'k')).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['kind'] },
+      });
+      await expect(enqueue('k', '\uD800k')).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { path: ['key'] },
+      });
       expect((await db.query('SELECT 1 FROM work_items')).rowCount).toBe(0);
     });
 

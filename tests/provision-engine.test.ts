@@ -15,14 +15,14 @@ import { BACKENDS } from './support/databases';
 import { useEngineLab } from './support/use-engine-lab';
 
 // Every rule of the engine (workflows.md, steps-and-profiles.md), one behaviour per test, on PGlite and on PostgreSQL.
-describe.each(BACKENDS)('the workflow engine on $name', ({ create }) => {
+describe.each(BACKENDS)('the workflow engine on $name', ({ name, create }) => {
   const getLab = useEngineLab(create);
   profileStoreScenarios(getLab);
   startScenarios(getLab);
   controlPlaneScenarios(getLab);
   agentStepScenarios(getLab);
   failureScenarios(getLab);
-  databaseFaultScenarios(getLab);
+  databaseFaultScenarios(getLab, name);
   verbScenarios(getLab);
   eventScenarios(getLab);
   transitionScenarios(getLab);

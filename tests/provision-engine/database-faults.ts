@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { type EngineLab, lab as record } from '../support/engine-lab';
 
 /** A control-plane step whose run meets a database fault (issue: liveness under database faults). */
-export function databaseFaultScenarios(getLab: () => EngineLab) {
+export function databaseFaultScenarios(getLab: () => EngineLab, backend: string) {
   it('runs a step again, without spending an attempt, when a retryable database error ends its run', async () => {
     const lab = getLab();
     record.dbFaultsLeft = 3;
@@ -39,17 +39,19 @@ export function databaseFaultScenarios(getLab: () => EngineLab) {
     expect(record.runs).toHaveLength(1);
   });
 
-  it('survives PostgreSQL ending the connection of a query inside a step (postgres)', async (context) => {
-    const lab = getLab();
-    if (lab.db.backend !== 'postgres') return context.skip('PGlite has no backend to terminate');
-    record.dbFaultsLeft = 2;
-    record.dbFault = 'kill';
-    const id = await lab.start({ id: 'lab-db-kill', steps: [{ use: 'lab.dbFault' }, { use: 'lab.noop' }] });
-    await lab.settle();
-    const wf = await lab.workflow(id);
-    expect(wf.state).toBe('succeeded');
-    expect(wf.steps[0]).toMatchObject({ state: 'succeeded', attempt: 0 });
-  });
+  // Only PostgreSQL has a server backend to terminate.
+  if (backend === 'postgres') {
+    it('survives PostgreSQL ending the connection of a query inside a step', async () => {
+      const lab = getLab();
+      record.dbFaultsLeft = 2;
+      record.dbFault = 'kill';
+      const id = await lab.start({ id: 'lab-db-kill', steps: [{ use: 'lab.dbFault' }, { use: 'lab.noop' }] });
+      await lab.settle();
+      const wf = await lab.workflow(id);
+      expect(wf.state).toBe('succeeded');
+      expect(wf.steps[0]).toMatchObject({ state: 'succeeded', attempt: 0 });
+    });
+  }
 
   it('stops waiting for a run that ignores its signal at its deadline, and refuses what it sends afterwards', async () => {
     const lab = getLab();

@@ -1,5 +1,7 @@
 import * as scopedCore from '@better-compute/core';
+import * as scopedNodes from '@better-compute/core/nodes';
 import * as core from 'better-compute/core';
+import * as nodes from 'better-compute/core/nodes';
 import * as pglite from 'better-compute/core/pglite';
 import * as postgres from 'better-compute/core/postgres';
 import * as pki from 'better-compute/pki';
@@ -15,5 +17,10 @@ describe('the better-compute umbrella', () => {
     expect(typeof pglite.createPgliteDatabase).toBe('function');
     expect(typeof postgres.createPostgresDatabase).toBe('function');
     expect(typeof pki.pki).toBe('function');
+  });
+
+  it('exposes the node repository under core/nodes, the same module as the scoped subpath', () => {
+    expect(nodes.createNode).toBe(scopedNodes.createNode);
+    expect(typeof nodes.setNodeHostSection).toBe('function');
   });
 });

@@ -9,6 +9,7 @@ export default defineConfig({
     testkit: 'src/testkit.ts',
     'core-pglite': 'src/core-pglite.ts',
     'core-postgres': 'src/core-postgres.ts',
+    'core-nodes': 'src/core-nodes.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

@@ -1,7 +1,12 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts', 'pglite/index': 'src/pglite/index.ts', 'postgres/index': 'src/postgres/index.ts' },
+  entry: {
+    index: 'src/index.ts',
+    'pglite/index': 'src/pglite/index.ts',
+    'postgres/index': 'src/postgres/index.ts',
+    'nodes/index': 'src/nodes/index.ts',
+  },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },
   clean: true,

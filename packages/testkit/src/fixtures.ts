@@ -1,4 +1,5 @@
-import { type Clock, ComputeError, newId, type SqlExecutor, validateLabels } from '@better-compute/core';
+import { type Clock, ComputeError, newId, type SqlExecutor } from '@better-compute/core';
+import { createNode } from '@better-compute/core/nodes';
 
 /**
  * What {@link insertSite} takes; everything has a default.
@@ -80,9 +81,11 @@ export async function insertSite(sql: SqlExecutor, input: InsertSiteInput, clock
 }
 
 /**
- * Inserts a row into `nodes` (creating its tenant when missing) and returns the node id. `created_at` and
- * `updated_at` come from `clock`; `spec`, `generation` and `provision_state` keep their column defaults. A `siteId`
- * must name an existing site (see {@link insertSite}).
+ * Inserts a row into `nodes` through the kernel's node repository (`createNode` of `@better-compute/core/nodes`),
+ * creating its tenant when missing, and returns the node id. `created_at` and `updated_at` come from `clock`; `spec`,
+ * `generation` and `provision_state` keep their column defaults. A `siteId` must name an existing site (see
+ * {@link insertSite}). The tenant and the node are written together (a savepoint in the caller's transaction), so
+ * input the repository refuses leaves no tenant behind.
  *
  * @example
  * ```ts
@@ -93,18 +96,22 @@ export async function insertSite(sql: SqlExecutor, input: InsertSiteInput, clock
  */
 export async function insertNode(sql: SqlExecutor, input: InsertNodeInput, clock: Clock): Promise<string> {
   const tenantId = text(input.tenantId ?? 'root', 'tenantId');
-  const id = text(input.id ?? newId('node'), 'id');
-  const kind = text(input.kind ?? 'machine', 'kind');
-  const siteId = input.siteId === undefined ? null : text(input.siteId, 'siteId');
-  const poolId = input.poolId === undefined ? null : text(input.poolId, 'poolId');
-  const name = input.name === undefined ? null : text(input.name, 'name');
-  const labels = validateLabels(input.labels ?? {}, ['labels'], 'INVALID_INPUT');
   const now = clock.now();
-  await ensureTenant(sql, tenantId, now);
-  await sql.query(
-    `INSERT INTO nodes (id, tenant_id, site_id, pool_id, kind, name, labels, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $8)`,
-    [id, tenantId, siteId, poolId, kind, name, JSON.stringify(labels), now],
-  );
-  return id;
+  return sql.transaction(async (tx) => {
+    await ensureTenant(tx, tenantId, now);
+    const node = await createNode(
+      tx,
+      {
+        tenantId,
+        kind: input.kind ?? 'machine',
+        ...(input.id === undefined ? {} : { id: input.id }),
+        ...(input.siteId === undefined ? {} : { siteId: input.siteId }),
+        ...(input.poolId === undefined ? {} : { poolId: input.poolId }),
+        ...(input.name === undefined ? {} : { name: input.name }),
+        ...(input.labels === undefined ? {} : { labels: input.labels }),
+      },
+      now,
+    );
+    return node.id;
+  });
 }

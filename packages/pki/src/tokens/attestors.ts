@@ -1,4 +1,5 @@
-import { type Clock, ComputeError, newId, type SqlExecutor } from '@better-compute/core';
+import { type Clock, ComputeError, type SqlExecutor } from '@better-compute/core';
+import { createNode, getNode } from '@better-compute/core/nodes';
 import type { HardwareClaims } from './claims';
 import type { JoinTokenRow } from './join-tokens';
 
@@ -27,33 +28,27 @@ function attestationFailed(message: string): ComputeError {
 }
 
 async function bindNode(tx: SqlExecutor, token: JoinTokenRow, nodeId: string, kind: string): Promise<AttestedNode> {
-  const { rows } = await tx.query<{ id: string; tenant_id: string; site_id: string | null; kind: string }>(
-    'SELECT id, tenant_id, site_id, kind FROM nodes WHERE id = $1',
-    [nodeId],
-  );
-  const node = rows[0];
-  if (!node || node.tenant_id !== token.tenant_id || node.kind !== kind) {
+  const node = await getNode(tx, nodeId);
+  if (!node || node.tenantId !== token.tenant_id || node.kind !== kind) {
     throw attestationFailed(`the token's node is not a ${kind} of its tenant`);
   }
-  if (token.site_id && node.site_id !== token.site_id) throw attestationFailed("the token's node is not in its site");
-  return { nodeId: node.id, tenantId: node.tenant_id, siteId: node.site_id };
+  if (token.site_id && node.siteId !== token.site_id) throw attestationFailed("the token's node is not in its site");
+  return { nodeId: node.id, tenantId: node.tenantId, siteId: node.siteId };
 }
 
-async function createNode(
+async function enrollNode(
   tx: SqlExecutor,
   token: JoinTokenRow,
   kind: string,
   state: string | null,
   clock: Clock,
 ): Promise<AttestedNode> {
-  const id = newId('node');
-  const now = clock.now();
-  await tx.query(
-    `INSERT INTO nodes (id, tenant_id, site_id, pool_id, kind, provision_state, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-    [id, token.tenant_id, token.site_id, token.pool_id, kind, state, now],
+  const node = await createNode(
+    tx,
+    { tenantId: token.tenant_id, siteId: token.site_id, poolId: token.pool_id, kind, provisionState: state },
+    clock.now(),
   );
-  return { nodeId: id, tenantId: token.tenant_id, siteId: token.site_id };
+  return { nodeId: node.id, tenantId: node.tenantId, siteId: node.siteId };
 }
 
 /**
@@ -66,7 +61,7 @@ async function createNode(
  * ```
  */
 export function discoveryAttestor(): Attestor {
-  return (tx, { token, clock }) => createNode(tx, token, 'machine', 'enrolling', clock);
+  return (tx, { token, clock }) => enrollNode(tx, token, 'machine', 'enrolling', clock);
 }
 
 /**
@@ -96,7 +91,7 @@ export function nodeAttestor(): Attestor {
  */
 export function siteAttestor(): Attestor {
   return (tx, { token, clock }) =>
-    token.node_id ? bindNode(tx, token, token.node_id, 'site-agent') : createNode(tx, token, 'site-agent', null, clock);
+    token.node_id ? bindNode(tx, token, token.node_id, 'site-agent') : enrollNode(tx, token, 'site-agent', null, clock);
 }
 
 /**

@@ -1,4 +1,5 @@
-import { isComputeError, type Labels, type SqlExecutor } from '@better-compute/core';
+import { isComputeError, type SqlExecutor } from '@better-compute/core';
+import { getNode, setNodeHostSection } from '@better-compute/core/nodes';
 import type { WorkflowError } from '../engine/workflow-rows';
 import { resolveHostSection } from './resolve';
 import type { ConfigUnitRegistry } from './types';
@@ -41,10 +42,7 @@ export async function applyHostConfig(
   hostConfig: unknown,
   now: Date,
 ): Promise<HostConfigWorkflowError | undefined> {
-  const { rows } = await tx.query<{ labels: Labels | null }>('SELECT labels FROM nodes WHERE id = $1 FOR UPDATE', [
-    nodeId,
-  ]);
-  const node = rows[0];
+  const node = await getNode(tx, nodeId, { forUpdate: true });
   if (!node) return undefined;
   let host: Awaited<ReturnType<typeof resolveHostSection>>;
   try {
@@ -63,10 +61,6 @@ export async function applyHostConfig(
         : {}),
     };
   }
-  await tx.query(
-    `UPDATE nodes SET spec = jsonb_set(CASE WHEN jsonb_typeof(spec) = 'object' THEN spec ELSE '{}'::jsonb END,
-       '{host}', $2::jsonb), generation = generation + 1, updated_at = $3 WHERE id = $1`,
-    [nodeId, JSON.stringify(host), now],
-  );
+  await setNodeHostSection(tx, nodeId, host, now);
   return undefined;
 }

@@ -1,4 +1,5 @@
 import { ComputeError, manifest } from '@better-compute/core';
+import { getNode } from '@better-compute/core/nodes';
 import { defineStep } from '../define/define-step';
 import { stepNotReady } from '../engine/step-not-ready';
 import { requireStepNode } from './wait-agent-joined';
@@ -22,14 +23,9 @@ export const waitObservedGeneration = defineStep({
   description: "Waits until the node's observed generation reaches its generation.",
   async run(_input, ctx) {
     const node = requireStepNode(ctx, 'wait.observedGeneration');
-    const { rows } = await ctx.sql.query<{ generation: number | string; observed_generation: number | string }>(
-      'SELECT generation, observed_generation FROM nodes WHERE id = $1',
-      [node.id],
-    );
-    const row = rows[0];
+    const row = await getNode(ctx.sql, node.id);
     if (!row) throw new ComputeError('NOT_FOUND', `node ${node.id} not found`, { details: { path: ['nodeId'] } });
-    const generation = Number(row.generation);
-    const observedGeneration = Number(row.observed_generation);
+    const { generation, observedGeneration } = row;
     if (observedGeneration < generation) throw stepNotReady(5_000);
     return { generation, observedGeneration };
   },

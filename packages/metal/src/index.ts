@@ -1,2 +1,3 @@
-// Nothing is exported yet: this package's issue comes later (see the README).
-export {};
+// The machine lifecycle as decisions: what a request or a workflow's end does to a node. The module that carries the
+// moves out (metal(), its reconciler, steps, profiles and API group) builds on these.
+export * from './lifecycle';

@@ -2,4 +2,5 @@
 // moves out (metal(), its reconciler, steps, profiles and API group) builds on these.
 
 export { checkMachineUrl, type MachineAddresses, type MachineUrl } from './http-via-site/machine-url';
+export { checkInventory, type Inventory, inventoryLabels, inventorySchema } from './inventory/inventory';
 export * from './lifecycle';

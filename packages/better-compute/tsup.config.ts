@@ -10,6 +10,7 @@ export default defineConfig({
     'core-pglite': 'src/core-pglite.ts',
     'core-postgres': 'src/core-postgres.ts',
     'core-nodes': 'src/core-nodes.ts',
+    'core-conformance': 'src/core-conformance.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

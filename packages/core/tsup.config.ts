@@ -6,6 +6,7 @@ export default defineConfig({
     'pglite/index': 'src/pglite/index.ts',
     'postgres/index': 'src/postgres/index.ts',
     'nodes/index': 'src/nodes/index.ts',
+    'conformance/index': 'src/conformance/index.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

@@ -11,14 +11,13 @@ import {
   isCommandDue,
   isTerminalCommandState,
   type Json,
-  MAX_COMMAND_KEY_LENGTH,
   MAX_COMMAND_REASON_LENGTH,
-  type NewCommand,
   newId,
   type SqlExecutor,
   validateInput,
   type WorkQueue,
 } from '@better-compute/core';
+import { checkNewCommand, requireCommandText as requireText } from '@better-compute/core/conformance';
 import { encodeResult } from './result-bytes';
 
 /**
@@ -93,35 +92,6 @@ function invalid(path: ErrorPath, message: string): ComputeError {
   return new ComputeError('INVALID_INPUT', message, { details: { path } });
 }
 
-function requireText(value: unknown, path: ErrorPath, max = MAX_COMMAND_KEY_LENGTH): string {
-  if (typeof value !== 'string' || value.length === 0)
-    throw invalid(path, `${path.join('.')} must be a non-empty string`);
-  if (value.length > max) throw invalid(path, `${path.join('.')} must be at most ${max} characters`);
-  return value;
-}
-
-// The kernel's shape check (its own is not exported): ids and key 1–512 characters, notAfter a Date after now.
-function checkNewCommand(command: NewCommand, now: Date): void {
-  if (typeof command !== 'object' || command === null) throw invalid([], 'a command must be an object');
-  requireText(command.nodeId, ['nodeId']);
-  requireText(command.kind, ['kind']);
-  requireText(command.key, ['key']);
-  const notAfter: unknown = command.notAfter;
-  if (!(notAfter instanceof Date) || Number.isNaN(notAfter.getTime())) {
-    throw invalid(['notAfter'], 'notAfter must be a valid Date');
-  }
-  if (notAfter.getTime() <= now.getTime()) throw invalid(['notAfter'], 'notAfter must be in the future');
-  for (const field of ['batchId', 'workflowId', 'stepId', 'targetNodeId'] as const) {
-    if (command[field] !== undefined) requireText(command[field], [field]);
-  }
-  if (command.wake !== undefined) {
-    if (typeof command.wake !== 'object' || command.wake === null)
-      throw invalid(['wake'], 'wake must be { kind, key }');
-    requireText(command.wake.kind, ['wake', 'kind']);
-    requireText(command.wake.key, ['wake', 'key']);
-  }
-}
-
 // Test-side moves have no transaction; a WorkQueue that uses the one it is given cannot take their wakes.
 const NO_TRANSACTION: SqlExecutor = {
   query: () => Promise.reject(noTransaction()),
@@ -153,7 +123,9 @@ interface Change {
  * a command past `notAfter` before returning it (lazy expiry, queueing its wake once); every move follows the state
  * machine (`canTransitionCommand`), refusing others with INVALID_STATE; every settle (succeeded, failed, rejected,
  * expired, cancelled) queues the command's `wake` into `work`. Ids are `cmd_…`. It does not check that the node
- * exists and runs no command policies.
+ * exists and runs no command policies. Its checks are the kernel's own (`checkNewCommand` of
+ * `@better-compute/core/conformance`), and it passes the kernel's command queue behaviour suite
+ * (`defineCommandQueueBehaviour`).
  *
  * It ignores the transaction it is given: a change is kept at once and nothing rolls it back when that transaction
  * does (wakes go to `work` with that transaction, which an in-memory work queue ignores too). Use it for unit tests of
@@ -238,7 +210,7 @@ export function createInMemoryCommandQueue(options: InMemoryCommandQueueOptions)
   return {
     async enqueue(tx, input) {
       const now = clock.now();
-      checkNewCommand(input, now);
+      checkNewCommand(input, clock);
       let payload: unknown = input.payload;
       if (kinds) {
         const kind = kinds.get(input.kind);

@@ -1,4 +1,5 @@
 import {
+  assertStorableText,
   type Clock,
   ComputeError,
   type SqlExecutor,
@@ -55,6 +56,8 @@ function requireText(value: unknown, field: 'kind' | 'key'): string {
       { details: { path: [field] } },
     );
   }
+  // As the kernel's queue: PostgreSQL cannot store a NUL or a lone surrogate.
+  assertStorableText(value, [field]);
   return value;
 }
 
@@ -80,8 +83,9 @@ function compare(a: InMemoryWorkItem, b: InMemoryWorkItem): number {
 /**
  * Makes an {@link InMemoryWorkQueue}: one entry per `(kind, key)` keeping the earliest `notBefore` (the clock's now
  * when omitted) and `urgent` once any enqueue asked for it, with the kernel's input checks (kind and key non-empty
- * strings of at most 512 characters, `notBefore` a valid Date, `urgent` a boolean; otherwise INVALID_INPUT with
- * `details.path`).
+ * strings of at most 512 characters PostgreSQL can store, `notBefore` a valid Date, `urgent` a boolean; otherwise
+ * INVALID_INPUT with `details.path`). It passes the kernel's work queue behaviour suite (`defineWorkQueueBehaviour` of
+ * `@better-compute/core/conformance`).
  *
  * It ignores the transaction it is given: an enqueue is recorded at once and nothing rolls it back when that
  * transaction does. Use it for unit tests of one step or reconciler; use the kernel's queue (a real `betterCompute`)

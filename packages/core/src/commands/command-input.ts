@@ -14,7 +14,13 @@ function invalid(path: ErrorPath, message: string): ComputeError {
 
 /**
  * Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters that PostgreSQL can
- * store (no NUL, no lone surrogate).
+ * store (no NUL, no lone surrogate). Also on `@better-compute/core/conformance` as `requireCommandText`, for another
+ * implementation of the command queue to refuse what the kernel refuses.
+ *
+ * @example
+ * ```ts
+ * const reason = requireText(input.reason, ['reason'], MAX_COMMAND_REASON_LENGTH);
+ * ```
  */
 export function requireText(value: unknown, path: ErrorPath, max = MAX_COMMAND_KEY_LENGTH): string {
   if (typeof value !== 'string' || value.length === 0)
@@ -28,7 +34,17 @@ function optionalText(value: unknown, path: ErrorPath): void {
   if (value !== undefined) requireText(value, path);
 }
 
-/** Checks the shape of a {@link NewCommand} (not its payload, which the kind's schema checks). */
+/**
+ * Checks the shape of a {@link NewCommand} (not its payload, which the kind's schema checks): ids, kind and key
+ * non-empty strings of at most 512 characters PostgreSQL can store, `notAfter` a valid Date after the clock's now,
+ * `wake` a `{ kind, key }`; otherwise INVALID_INPUT at the field. Also on `@better-compute/core/conformance`, for
+ * another implementation of the command queue (the testkit's) to refuse what the kernel refuses.
+ *
+ * @example
+ * ```ts
+ * checkNewCommand(input, clock); // a notAfter already past: INVALID_INPUT, details.path ['notAfter']
+ * ```
+ */
 export function checkNewCommand(command: NewCommand, clock: Clock): void {
   if (typeof command !== 'object' || command === null) throw invalid([], 'a command must be an object');
   requireText(command.nodeId, ['nodeId']);

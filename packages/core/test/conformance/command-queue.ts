@@ -10,6 +10,7 @@ import {
   stagedCommandInsertSql,
   stagedCommandParam,
 } from '../../src/commands';
+import { defineCommandQueueBehaviour } from '../../src/conformance';
 import { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';
 import { field, manifest } from '../../src/manifest';
@@ -131,6 +132,41 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
     otherNodeId = await insertNode(db, clock, 'globex');
   });
 
+  // The behaviour any CommandQueue shares (the testkit's in-memory queue runs it too); the rest of this file needs
+  // SQL: node rows, policies, stage, the agent functions, rollback.
+  defineCommandQueueBehaviour({ describe, it, beforeEach, expect }, async (behaviourKinds) => {
+    const kernel = createCommandQueue({ kinds: behaviourKinds, clock, work: recordingWork });
+    const walk = async (id: string) => {
+      const current = await kernel.get(db, id);
+      const state = current?.state;
+      if (state === 'pending') await db.transaction((tx) => kernel.pollCommands(tx, { nodeId }));
+      if (state === 'pending' || state === 'dispatched') {
+        await db.transaction((tx) => kernel.ackCommand(tx, { nodeId, commandId: id }));
+      }
+      if (state === 'pending' || state === 'dispatched' || state === 'acked') {
+        await db.transaction((tx) => kernel.startCommand(tx, { nodeId, commandId: id }));
+      }
+    };
+    return {
+      queue: kernel,
+      sql: db,
+      transaction: (fn) => db.transaction(fn),
+      clock,
+      nodeId,
+      async succeed(id, input = {}) {
+        await walk(id);
+        return db.transaction((tx) => kernel.completeCommand(tx, { nodeId, commandId: id, ...input }));
+      },
+      async fail(id, reason) {
+        await walk(id);
+        return db.transaction((tx) => kernel.failCommand(tx, { nodeId, commandId: id, reason }));
+      },
+      keys: async () => (await db.query<{ key: string }>('SELECT key FROM commands')).rows.map((r) => r.key),
+      wakes: () => wakes(db),
+      urgentWakes: async () => (await db.query('SELECT 1 FROM test_wakes WHERE urgent')).rowCount,
+    };
+  });
+
   describe('command kinds', () => {
     it('refuses a kind two modules register, naming both', () => {
       const twice = () =>
@@ -159,111 +195,6 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
   });
 
   describe('enqueue', () => {
-    it('stores a pending command with the tenant of its node and the validated payload', async () => {
-      const command = await db.transaction((tx) =>
-        queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: '/vmlinuz' }, key: 'k', notAfter: hour() }),
-      );
-      expect(command.id).toMatch(/^cmd_/);
-      expect(command).toMatchObject({
-        tenantId: 'acme',
-        nodeId,
-        state: 'pending',
-        payload: { kernel: '/vmlinuz', args: [] },
-      });
-      expect(await queue.get(db, command.id)).toEqual(command);
-      expect(await queue.findByKey(db, nodeId, 'k')).toEqual(command);
-    });
-
-    it('is find-before-create by (node, key): a second enqueue returns the first command unchanged', async () => {
-      const first = await enqueueReboot('same');
-      clock.advance(1000);
-      const second = await db.transaction((tx) =>
-        queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 'x' }, key: 'same', notAfter: hour() }),
-      );
-      expect(second).toEqual(first);
-      const { rows } = await db.query('SELECT id FROM commands');
-      expect(rows).toHaveLength(1);
-    });
-
-    it('returns a settled command unchanged to a second enqueue with its key', async () => {
-      const first = await enqueueReboot('done');
-      const succeeded = await toRunning(first.id).then(() =>
-        db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: first.id })),
-      );
-      const again = await enqueueReboot('done', { kind: 'workflow', key: 'wf_other' });
-      expect(again).toEqual(succeeded);
-      expect(again.wake).toEqual({ kind: 'workflow', key: 'wf_1' });
-    });
-
-    it('refuses an unknown kind with INVALID_CONFIG', async () => {
-      await expect(
-        db.transaction((tx) =>
-          queue.enqueue(tx, { nodeId, kind: 'node.explode', payload: {}, key: 'k', notAfter: hour() }),
-        ),
-      ).rejects.toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['kind'] } });
-    });
-
-    it('refuses a payload that fails the kind schema, with a path under payload', async () => {
-      await expect(
-        db.transaction((tx) =>
-          queue.enqueue(tx, { nodeId, kind: 'boot.kexec', payload: { kernel: 7 }, key: 'k', notAfter: hour() }),
-        ),
-      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['payload', 'kernel'] } });
-    });
-
-    it('refuses what an asynchronous schema refuses, and a payload its schema lets through that is not JSON', async () => {
-      const enqueueRaw = (kind: string, payload: unknown) =>
-        db.transaction((tx) =>
-          queue.enqueue(tx, { nodeId, kind, payload: payload as never, key: kind, notAfter: hour() }),
-        );
-      await expect(enqueueRaw('test.port', { port: 'x' })).rejects.toMatchObject({
-        code: 'INVALID_INPUT',
-        details: { path: ['payload', 'port'] },
-      });
-      await expect(enqueueRaw('test.raw', { at: new Date() })).rejects.toMatchObject({
-        code: 'INVALID_INPUT',
-        details: { path: ['payload', 'at'] },
-      });
-      expect(await enqueueRaw('test.raw', { ok: [1, 'two'] })).toMatchObject({ payload: { ok: [1, 'two'] } });
-      const { rows } = await db.query('SELECT key FROM commands');
-      expect(rows).toEqual([{ key: 'test.raw' }]);
-    });
-
-    it('refuses ids and keys PostgreSQL cannot store (a NUL, a lone surrogate), with the path', async () => {
-      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
-      for (const [change, path] of [
-        [{ key: 'wf:\u0000' }, ['key']],
-        [{ nodeId: `${nodeId}\u0000` }, ['nodeId']],
-        [{ workflowId: 'wf_\ud800' }, ['workflowId']],
-        [{ wake: { kind: 'workflow', key: '\u0000' } }, ['wake', 'key']],
-      ] as const) {
-        await expect(db.transaction((tx) => queue.enqueue(tx, { ...base, ...change }))).rejects.toMatchObject({
-          code: 'INVALID_INPUT',
-          details: { path },
-        });
-      }
-      await expect(queue.findByKey(db, nodeId, 'k\u0000')).rejects.toMatchObject({
-        code: 'INVALID_INPUT',
-        details: { path: ['key'] },
-      });
-    });
-
-    it('refuses an empty or overlong key and a notAfter that is not in the future', async () => {
-      const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
-      for (const [change, path] of [
-        [{ key: '' }, ['key']],
-        [{ key: 'x'.repeat(513) }, ['key']],
-        [{ notAfter: clock.now() }, ['notAfter']],
-      ] as const) {
-        await expect(db.transaction((tx) => queue.enqueue(tx, { ...base, ...change }))).rejects.toMatchObject({
-          code: 'INVALID_INPUT',
-          details: { path },
-        });
-      }
-      const longest = await db.transaction((tx) => queue.enqueue(tx, { ...base, key: 'x'.repeat(512) }));
-      expect(longest.key).toHaveLength(512);
-    });
-
     it('refuses a node that does not exist with NOT_FOUND', async () => {
       await expect(
         db.transaction((tx) =>
@@ -447,49 +378,6 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect([ra.state, ra.reason, rb.state, rb.reason]).toEqual(['rejected', 'busy', 'rejected', 'unsupported']);
     });
 
-    it('fails a running command with its reason; a terminal command never changes', async () => {
-      const { id } = await enqueueReboot();
-      await toRunning(id);
-      const failed = await db.transaction((tx) =>
-        queue.failCommand(tx, { nodeId, commandId: id, reason: 'disk gone' }),
-      );
-      expect(failed).toMatchObject({ state: 'failed', reason: 'disk gone' });
-      await expect(db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id }))).rejects.toMatchObject({
-        code: 'INVALID_STATE',
-        details: { state: 'failed' },
-      });
-      await expect(db.transaction((tx) => queue.cancel(tx, id, 'late'))).rejects.toMatchObject({
-        details: { state: 'failed' },
-      });
-    });
-
-    it('treats a repeated completion as idempotent: same command back, one wake', async () => {
-      const { id } = await enqueueReboot();
-      await toRunning(id);
-      const first = await db.transaction((tx) =>
-        queue.completeCommand(tx, { nodeId, commandId: id, result: new Uint8Array([1]) }),
-      );
-      clock.advance(5000);
-      const again = await db.transaction((tx) =>
-        queue.completeCommand(tx, { nodeId, commandId: id, result: new Uint8Array([2]) }),
-      );
-      expect(again).toEqual(first);
-      expect(await wakes(db)).toEqual(['workflow/wf_1']);
-      // The waiter has a result in hand: the wake is claimed ahead of routine work.
-      expect((await db.query('SELECT 1 FROM test_wakes WHERE urgent')).rowCount).toBe(1);
-    });
-
-    it('round-trips result bytes and the attested claim', async () => {
-      const { id } = await enqueueReboot();
-      await toRunning(id);
-      const result = new Uint8Array([0, 255, 10, 13, 0x80]);
-      const attested = { signature: 'c2ln', wiped: ['nvme0n1'] };
-      await db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: id, result, attested }));
-      const stored = await queue.get(db, id);
-      expect(stored?.result).toEqual(result);
-      expect(stored?.attested).toEqual(attested);
-    });
-
     it('answers NOT_FOUND when another node acts on the command, and changes nothing', async () => {
       const { id } = await enqueueReboot();
       await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
@@ -531,16 +419,6 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       clock.advance(1);
       expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).toEqual([]);
       expect(await queue.get(db, id)).toMatchObject({ state: 'expired' });
-      expect(await wakes(db)).toEqual(['workflow/wf_1']);
-    });
-
-    it('expires an open command past notAfter when it is read, and wakes its waiter once', async () => {
-      const { id } = await enqueueReboot();
-      clock.advance(3_600_000);
-      expect((await queue.get(db, id))?.state).toBe('pending');
-      clock.advance(1);
-      expect(await queue.get(db, id)).toMatchObject({ state: 'expired', reason: 'notAfter passed' });
-      expect(await queue.findByKey(db, nodeId, 'k1')).toMatchObject({ state: 'expired' });
       expect(await wakes(db)).toEqual(['workflow/wf_1']);
     });
 

@@ -1,0 +1,13 @@
+export { checkNewCommand, requireText as requireCommandText } from '../commands/command-input';
+export {
+  type CommandQueueHarness,
+  type CommandQueueSubject,
+  defineCommandQueueBehaviour,
+} from './command-queue-behaviour';
+export type { ConformanceAssertion, ConformanceRunner } from './runner';
+export {
+  defineWorkQueueBehaviour,
+  type QueuedWork,
+  type WorkQueueHarness,
+  type WorkQueueSubject,
+} from './work-queue-behaviour';

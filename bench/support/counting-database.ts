@@ -70,7 +70,7 @@ const COMMAND_ID = /^cmd_[0-9A-Za-z]+$/;
 
 /**
  * The command ids among a statement's parameters, when the statement inserts commands: a parameter that is an id, or
- * a staged command (JSON with an `id`; `stagedCommandParam`).
+ * a staged command (JSON with an `id`, as core's `commit` binds it).
  */
 function commandIds(facts: TextFacts, params: readonly unknown[] | undefined): string[] {
   if (!facts.insertsCommand || !params) return [];

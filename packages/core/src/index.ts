@@ -2,6 +2,7 @@ export * from './agents';
 export * from './api';
 export * from './clock';
 export * from './commands';
+export * from './commit';
 export * from './duration';
 export * from './errors';
 export * from './events';

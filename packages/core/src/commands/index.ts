@@ -11,7 +11,7 @@ export {
   MAX_POLL_LIMIT,
 } from './command-queue';
 export { createCommandKindRegistry, isCommandKindName } from './kind-registry';
-export { type StagedCommand, stagedCommandInsertSql, stagedCommandParam } from './staged-command';
+export type { StagedCommand } from './staged-command';
 export {
   assertCommandTransition,
   canTransitionCommand,

@@ -85,7 +85,7 @@ export interface CommandQueue {
   enqueue(tx: SqlExecutor, command: NewCommand): Promise<Command>;
   /**
    * Checks a new command as `enqueue` does (the same errors), without the database, and gives it its id, for a caller
-   * that writes it with `stagedCommandInsertSql` in its own statement. Undefined when a command policy applies to its
+   * that writes it in its own statement (`commit` does). Undefined when a command policy applies to its
    * kind: policies run in the transaction, so such a command goes through `enqueue`. The kernel's queue has it; a test double
    * may leave it out, and callers then use `enqueue`.
    */

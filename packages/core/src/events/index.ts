@@ -7,7 +7,6 @@ export {
   type ReadEventsInput,
   readEvents,
 } from './read-events';
-export { stagedEventsInsertSql, stagedEventsParam } from './staged-events';
 export {
   DEFAULT_EVENTS_POLL_MS,
   type EventHandler,

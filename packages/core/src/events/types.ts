@@ -29,7 +29,7 @@ export interface EventBus {
   publish(tx: SqlExecutor, event: NewEvent): Promise<void>;
   /**
    * Checks and stamps an event (`evt_…` id, the clock's time) for a caller that writes it in a statement of its own
-   * (see `stagedEventsInsertSql`), and nudges subscribers as `publish` does. The caller must insert it in the same
+   * (see `commit`, which writes staged events), and nudges subscribers as `publish` does. The caller must insert it in the same
    * transaction as the change it describes.
    */
   stage(event: NewEvent): StagedEvent;

@@ -76,7 +76,7 @@ export interface ModuleContext {
   preloaded?: unknown;
   /**
    * In a reconciler run for a work item (by a worker or `runDueWork`): that item. A reconciler may write the item's
-   * requeue in its own last statement (`requeueItemSql`) and say so (`requeueWritten`). Undefined elsewhere.
+   * requeue in its own last statement (`commit(ctx, { requeue })`) and say so (`requeueWritten`). Undefined elsewhere.
    */
   item?: { readonly kind: string; readonly key: string };
 }

@@ -4,12 +4,9 @@ export {
   FencedExecutor,
   fencedError,
   isFencedError,
-  leaseFenceParams,
-  leaseFenceSql,
   leaseOf,
   type ShardLease,
 } from './fenced-executor';
-export { requeueItemSql } from './finish';
 export { type RunDueWorkOptions, runDueWork } from './run-due-work';
 export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
 export {

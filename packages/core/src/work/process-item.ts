@@ -35,7 +35,7 @@ export interface ProcessItemInput {
 /** A pass that did not fail: what {@link ProcessItemInput.recordFinish} records. */
 export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number };
 
-// `written`: the reconciler wrote its requeue itself (requeueItemSql), so nothing is left to record.
+// `written`: the reconciler wrote its requeue itself (`commit` with `requeue`), so nothing is left to record.
 type Result =
   | DoneOrRequeued
   | { outcome: 'requeued'; delayMs: number; written: true }

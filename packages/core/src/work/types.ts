@@ -46,7 +46,7 @@ export interface WorkQueue {
 
 /**
  * What a reconciler may ask for: run again after a delay (the earliest of this and any enqueue wins). With
- * `requeueWritten: true` it says it already wrote that requeue itself, with `requeueItemSql` in a statement
+ * `requeueWritten: true` it says it already wrote that requeue itself, with `commit(ctx, { requeue })` in a statement
  * that committed (so the worker records nothing).
  */
 export type ReconcileResult = undefined | { requeueAfterMs: number; requeueWritten?: boolean };

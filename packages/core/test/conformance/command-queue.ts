@@ -7,9 +7,8 @@ import {
   createCommandQueue,
   type KernelCommandQueue,
   type StagedCommand,
-  stagedCommandInsertSql,
-  stagedCommandParam,
 } from '../../src/commands';
+import { stagedCommandInsertSql, stagedCommandParam } from '../../src/commands/staged-command';
 import { defineCommandQueueBehaviour } from '../../src/conformance';
 import { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';

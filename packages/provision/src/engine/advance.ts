@@ -1,10 +1,9 @@
-import { evaluateWhen, type SqlExecutor } from '@better-compute/core';
-import { canStageCommand, checkAgentStep, sendAgentCommand } from './agent-step';
+import { evaluateWhen } from '@better-compute/core';
+import { checkAgentStep, type Step, sendAgentCommand } from './agent-step';
 import type { Decision, RunRequest } from './decision';
-import { publishWorkflowEvent } from './events';
-import { requireTransaction } from './staged-writes';
+import { type Known, type Need, type Plan, PlanDraft } from './plan';
 import { type EngineEnv, failStep, finishWorkflow, skipStep, startStep } from './transitions';
-import { type LoadedWorkflow, type StepRecord, updateWorkflow, type WorkflowRecord } from './workflow-rows';
+import type { LoadedWorkflow, StepRecord, WorkflowRecord } from './workflow-rows';
 
 type Next = { step: StepRecord } | { finish: 'succeeded' | 'failed' | 'cancelled' };
 
@@ -65,28 +64,20 @@ function runRequestOf(workflow: WorkflowRecord, step: StepRecord): RunRequest {
 }
 
 async function handleInFlight(
-  tx: SqlExecutor,
+  draft: PlanDraft,
   env: EngineEnv,
-  loaded: LoadedWorkflow,
   step: StepRecord,
+  known: Known,
   now: Date,
-): Promise<Decision> {
-  const { workflow, steps } = loaded;
+): Promise<Step> {
+  const { workflow } = draft;
   if (step.runsOn !== 'control-plane') {
     return step.state === 'running'
-      ? sendAgentCommand(tx, env, workflow, steps, step, now)
-      : checkAgentStep(tx, env, workflow, steps, step, now, loaded.inFlightCommand);
+      ? sendAgentCommand(draft, env, step, known, now)
+      : checkAgentStep(draft, step, known, now);
   }
   if (step.deadline && now.getTime() >= step.deadline.getTime()) {
-    await failStep(
-      tx,
-      env,
-      workflow,
-      steps,
-      step,
-      { code: 'TIMEOUT', message: 'no result before the step deadline' },
-      now,
-    );
+    failStep(draft, step, { code: 'TIMEOUT', message: 'no result before the step deadline' }, now);
     return { kind: 'continue' };
   }
   // Running and not overdue: the previous run ended without settling (a crash, or stepNotReady). Run it again under
@@ -94,52 +85,62 @@ async function handleInFlight(
   return { kind: 'run', request: runRequestOf(workflow, step) };
 }
 
-/**
- * One transition of a locked workflow: start it, look at the step in flight, or skip, start or finish what comes
- * next. Returns what the reconciler does after the transaction commits.
- *
- * @example
- * ```ts
- * const decision = await ctx.sql.transaction(async (tx) => {
- *   const loaded = await lockActiveWorkflow(tx, key);
- *   return loaded ? advanceWorkflow(tx, env, loaded, ctx.clock.now()) : { kind: 'idle' };
- * });
- * ```
- */
-export async function advanceWorkflow(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  loaded: LoadedWorkflow,
-  now: Date,
-): Promise<Decision> {
-  const { workflow, steps } = loaded;
+async function decide(draft: PlanDraft, env: EngineEnv, known: Known, now: Date): Promise<Step> {
+  const { workflow, steps } = draft;
   if (workflow.state === 'pending') {
-    await updateWorkflow(tx, workflow, { state: 'running', startedAt: now }, now);
-    await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.started');
+    draft.updateWorkflow({ state: 'running', startedAt: now }, now);
+    draft.event('workflow.started');
     return { kind: 'continue' };
   }
   const inFlight = steps.find((s) => s.state === 'running' || s.state === 'waiting');
-  if (inFlight) return handleInFlight(tx, env, loaded, inFlight, now);
+  if (inFlight) return handleInFlight(draft, env, inFlight, known, now);
   if (workflow.state === 'paused') return { kind: 'idle' };
   const next = nextStep(workflow, steps);
   if ('finish' in next) {
-    await finishWorkflow(tx, env, workflow, steps, next.finish, now);
-    return { kind: 'idle' };
+    const need = finishWorkflow(draft, next.finish, known, now);
+    return need ? { kind: 'needs', need } : { kind: 'idle' };
   }
   const { step } = next;
   if (step.spec.when !== undefined && !evaluateWhen(step.spec.when, workflow.node?.labels ?? {})) {
-    await skipStep(tx, env, workflow, step, 'when is false', now);
+    skipStep(draft, step, 'when is false', now);
     return { kind: 'continue' };
   }
   const parent =
     step.phase === 'cleanup' && step.parentStepId ? steps.find((s) => s.stepId === step.parentStepId) : undefined;
   if (parent && parent.firstStartedAt === null) {
-    await skipStep(tx, env, workflow, step, `${parent.stepId} never started`, now);
+    skipStep(draft, step, `${parent.stepId} never started`, now);
     return { kind: 'continue' };
   }
-  // An agent step's command is sent by the transition that starts it: staged with it, or in a transaction.
-  if (step.runsOn !== 'control-plane' && !canStageCommand(tx, env, workflow, step)) requireTransaction(tx);
-  await startStep(tx, env, workflow, step, now);
+  startStep(draft, step, now);
   if (step.runsOn === 'control-plane') return { kind: 'run', request: runRequestOf(workflow, step) };
-  return sendAgentCommand(tx, env, workflow, steps, step, now);
+  // An agent step's command is sent by the transition that starts it.
+  return sendAgentCommand(draft, env, step, known, now);
+}
+
+/** What one transition comes to: a plan and what follows it, or what must be read before it can decide. */
+export type Transition =
+  | { readonly decision: Decision; readonly plan: Plan; readonly next: LoadedWorkflow }
+  | { readonly needs: Need };
+
+/**
+ * One transition of a workflow, decided on the snapshot and what was read for it (`known`): start it, look at the
+ * step in flight, or skip, start or finish what comes next. It returns the plan (see `commitPlan`) and the snapshot as
+ * the plan leaves it, or what it still needs to know; it never touches the database, and the snapshot is not changed.
+ *
+ * @example
+ * ```ts
+ * const transition = await advanceWorkflow(env, snapshot, {}, ctx.clock.now());
+ * if ('needs' in transition) known = await readNeed(tx, env, transition.needs, now);
+ * ```
+ */
+export async function advanceWorkflow(
+  env: EngineEnv,
+  snapshot: LoadedWorkflow,
+  known: Known,
+  now: Date,
+): Promise<Transition> {
+  const draft = new PlanDraft(snapshot);
+  const step = await decide(draft, env, known, now);
+  if (step.kind === 'needs') return { needs: step.need };
+  return { decision: step, plan: draft.plan(), next: draft.snapshot() };
 }

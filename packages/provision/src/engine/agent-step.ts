@@ -1,26 +1,20 @@
 import {
   ComputeError,
-  currentAgentSession,
   isComputeError,
   isTerminalCommandState,
   type Json,
   type NewCommand,
-  type SqlExecutor,
   validateInput,
 } from '@better-compute/core';
-import { siteAgentFor } from '../steps/site-agent-for';
 import { agentStepCommandKey } from '../steps/step-command-key';
 import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';
-import { requireTransaction, StagedWrites } from './staged-writes';
+import type { Known, Need, PlanDraft } from './plan';
 import { cancelStepCommand, type EngineEnv, failStep, succeedStep } from './transitions';
-import {
-  type InFlightCommand,
-  type StepError,
-  type StepRecord,
-  updateStep,
-  type WorkflowRecord,
-} from './workflow-rows';
+import type { InFlightCommand, StepError, StepRecord, WorkflowRecord } from './workflow-rows';
+
+/** What a transition comes to: what the reconciler does next, or what it must read first. */
+export type Step = Decision | { kind: 'needs'; need: Need };
 
 const ENDED_CODE = {
   failed: 'COMMAND_FAILED',
@@ -51,16 +45,8 @@ async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRec
   return (await validateInput(definition.input, step.spec.with ?? {}, ['with'])) as Json;
 }
 
-async function failAndContinue(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
-  step: StepRecord,
-  error: StepError,
-  now: Date,
-): Promise<Decision> {
-  await failStep(tx, env, workflow, steps, step, error, now);
+function failAndContinue(draft: PlanDraft, step: StepRecord, error: StepError, now: Date): Decision {
+  failStep(draft, step, error, now);
   return { kind: 'continue' };
 }
 
@@ -75,56 +61,34 @@ export function decodeResult(bytes: Uint8Array | undefined): Json {
 }
 
 /**
- * Whether an agent step's command can be staged with the transition that sends it (one statement, no transaction):
- * planning without a transaction, a node or ramdisk step (a site step looks for a site agent first) that does not
- * await a rejoin (that reads the agent's session), and a command queue that stages. `commands.stage` may still
- * decline (with command policies installed); the step is then sent in a transaction.
- *
- * @example
- * ```ts
- * if (!canStageCommand(tx, env, workflow, step)) requireTransaction(tx);
- * ```
- */
-export function canStageCommand(tx: SqlExecutor, env: EngineEnv, workflow: WorkflowRecord, step: StepRecord): boolean {
-  return (
-    tx instanceof StagedWrites &&
-    tx.stageCommands &&
-    (step.runsOn === 'node' || step.runsOn === 'ramdisk') &&
-    !step.awaitRejoin &&
-    workflow.node !== undefined &&
-    typeof env.ctx.commands.stage === 'function'
-  );
-}
-
-/**
  * Sends an agent step's one command (keyed `wf:<id>:<step>`, `#<attempt>` on retries, `not_after` its deadline, the
- * workflow's batch on destructive kinds only) and parks the step `waiting`. Site steps go to a connected site agent of
- * the node's site; with none before the deadline the step fails NO_SITE_AGENT. Planned without a transaction, a node
- * or ramdisk step's command is staged, so the statement that writes the transition inserts it (see
- * {@link canStageCommand}).
+ * workflow's batch on destructive kinds only) and parks the step `waiting`; the plan's writer sends it (in the same
+ * statement when it can). Site steps go to a connected site agent of the node's site (`known.siteAgent`, a need until
+ * read); with none before the deadline the step fails NO_SITE_AGENT. An `await: 'rejoin'` step records the target's
+ * agent session (`known.session`). A command the queue refused (`known.sendRefused`) fails the step.
  *
  * @example
  * ```ts
- * return sendAgentCommand(tx, env, workflow, steps, step, now);
+ * return sendAgentCommand(draft, env, step, known, now);
  * ```
  */
 export async function sendAgentCommand(
-  tx: SqlExecutor,
+  draft: PlanDraft,
   env: EngineEnv,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
   step: StepRecord,
+  known: Known,
   now: Date,
-): Promise<Decision> {
-  const staging = canStageCommand(tx, env, workflow, step);
-  if (!staging) requireTransaction(tx);
-  const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
+): Promise<Step> {
+  const fail = (error: StepError) => failAndContinue(draft, step, error, now);
+  const { workflow } = draft;
   const node = workflow.node;
   if (!node) return fail({ code: 'INVALID_CONFIG', message: `${step.runsOn} steps need a node workflow` });
+  if (known.sendRefused) return fail(stepErrorOf(known.sendRefused));
   const deadline = step.deadline ?? now;
   let target = node.id;
   if (step.runsOn === 'site') {
-    const agent = await siteAgentFor(tx, node.id, env.ctx.clock);
+    if (known.siteAgent === undefined) return { kind: 'needs', need: { kind: 'site-agent', nodeId: node.id } };
+    const agent = known.siteAgent;
     if (!agent) {
       if (now.getTime() >= deadline.getTime()) {
         return fail({
@@ -138,12 +102,17 @@ export async function sendAgentCommand(
   } else if (now.getTime() >= deadline.getTime()) {
     return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
   }
+  let rejoin: StepRecord['rejoin'] = null;
+  if (step.awaitRejoin) {
+    if (known.session === undefined) return { kind: 'needs', need: { kind: 'agent-session', nodeId: target } };
+    rejoin = { nodeId: target, bootId: known.session?.bootId ?? null, role: known.session?.role ?? null };
+  }
   const kind = step.commandKind as string;
-  let commandId: string;
+  let input: NewCommand;
   try {
     const payload = await payloadOf(env, workflow, step);
     const destructive = env.ctx.commandKinds.get(kind)?.definition.destructive === true;
-    const input: NewCommand = {
+    input = {
       nodeId: target,
       kind,
       payload,
@@ -155,24 +124,12 @@ export async function sendAgentCommand(
       ...(target !== node.id || step.resolution === 'driver' ? { targetNodeId: node.id } : {}),
       ...(destructive && workflow.batchId ? { batchId: workflow.batchId } : {}),
     };
-    const staged = staging ? await env.ctx.commands.stage?.(input) : undefined;
-    if (staged) {
-      (tx as StagedWrites).stageCommand(staged);
-      commandId = staged.id;
-    } else {
-      requireTransaction(tx);
-      commandId = (await env.ctx.commands.enqueue(tx, input)).id;
-    }
   } catch (error) {
     if (isComputeError(error)) return fail(stepErrorOf(error));
     throw error;
   }
-  let rejoin: StepRecord['rejoin'] = null;
-  if (step.awaitRejoin) {
-    const session = await currentAgentSession(tx, target, { now });
-    rejoin = { nodeId: target, bootId: session?.bootId ?? null, role: session?.role ?? null };
-  }
-  await updateStep(tx, step, { state: 'waiting', commandId, rejoin }, now);
+  draft.send(step.stepId, input);
+  draft.updateStep(step, { state: 'waiting', rejoin });
   return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
 }
 
@@ -188,48 +145,44 @@ function usable(known: InFlightCommand | undefined, step: StepRecord, now: Date)
   return now.getTime() <= known.notAfter.getTime() && now.getTime() < deadline;
 }
 
-async function readStepCommand(tx: SqlExecutor, env: EngineEnv, step: StepRecord) {
-  requireTransaction(tx);
-  return step.commandId ? env.ctx.commands.get(tx, step.commandId) : undefined;
-}
-
 /**
  * Looks at a waiting agent step: its command's outcome (or, for `await: 'rejoin'`, the agent back with a new boot id
- * or role), its deadline (TIMEOUT, cancelling the command; REJOIN_TIMEOUT for a rejoin), or waits again. `known` is the
- * command as read with the workflow: when it decides the step, no transaction is needed.
+ * or role), its deadline (TIMEOUT, cancelling the command; REJOIN_TIMEOUT for a rejoin), or waits again. The command
+ * as read with the workflow decides when it can (see `usable`); else it is a need (`commands.get`, which expires a
+ * command past its `notAfter`), as is the agent's session for a rejoin.
  *
  * @example
  * ```ts
- * return checkAgentStep(tx, env, workflow, steps, step, now);
+ * return checkAgentStep(draft, step, known, now);
  * ```
  */
-export async function checkAgentStep(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
-  step: StepRecord,
-  now: Date,
-  known?: InFlightCommand,
-): Promise<Decision> {
-  const fail = (error: StepError) => failAndContinue(tx, env, workflow, steps, step, error, now);
+export function checkAgentStep(draft: PlanDraft, step: StepRecord, known: Known, now: Date): Step {
+  const fail = (error: StepError) => failAndContinue(draft, step, error, now);
   const deadline = step.deadline ?? now;
   const overdue = now.getTime() >= deadline.getTime();
   if (step.awaitRejoin && step.rejoin) {
-    requireTransaction(tx);
-    const session = await currentAgentSession(tx, step.rejoin.nodeId, { now });
+    if (known.session === undefined) {
+      return { kind: 'needs', need: { kind: 'agent-session', nodeId: step.rejoin.nodeId } };
+    }
+    const session = known.session;
     if (session && (session.bootId !== step.rejoin.bootId || session.role !== step.rejoin.role)) {
-      await succeedStep(tx, env, workflow, step, { bootId: session.bootId, role: session.role }, now);
+      succeedStep(draft, step, { bootId: session.bootId, role: session.role }, now);
       return { kind: 'continue' };
     }
     if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
-    await cancelStepCommand(tx, env, step, 'the agent did not rejoin before the step deadline');
+    cancelStepCommand(draft, step, 'the agent did not rejoin before the step deadline');
     return fail({ code: 'REJOIN_TIMEOUT', message: 'the agent did not come back before the step deadline' });
   }
-  const command = usable(known, step, now) ? known : await readStepCommand(tx, env, step);
+  let command: InFlightCommand | Known['command'] = usable(draft.inFlightCommand, step, now)
+    ? draft.inFlightCommand
+    : known.command;
+  if (command === undefined && step.commandId) {
+    return { kind: 'needs', need: { kind: 'command', commandId: step.commandId } };
+  }
+  command ??= null;
   if (!command) return fail({ code: 'INTERNAL', message: 'the step command is missing' });
   if (command.state === 'succeeded') {
-    await succeedStep(tx, env, workflow, step, decodeResult(command.result), now);
+    succeedStep(draft, step, decodeResult(command.result), now);
     return { kind: 'continue' };
   }
   const ended = ENDED_CODE[command.state as keyof typeof ENDED_CODE];
@@ -238,6 +191,6 @@ export async function checkAgentStep(
     return fail({ code: ended, message: `command ${command.kind} ${command.state}: ${reason}`, reason });
   }
   if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
-  await cancelStepCommand(tx, env, step, 'the step timed out');
+  cancelStepCommand(draft, step, 'the step timed out');
   return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
 }

@@ -1,5 +1,4 @@
-import type { EventBus, Json, SqlExecutor } from '@better-compute/core';
-import { StagedWrites } from './staged-writes';
+import type { Json, NewEvent } from '@better-compute/core';
 import type { StepRecord, WorkflowRecord } from './workflow-rows';
 
 /**
@@ -30,23 +29,20 @@ export const WORKFLOW_EVENT_TYPES = Object.freeze([
 export type WorkflowEventType = (typeof WORKFLOW_EVENT_TYPES)[number];
 
 /**
- * Publishes a workflow event in the transaction of the transition it describes (staged with the transition's other
- * writes when `tx` is {@link StagedWrites}). Data holds `workflowId`, `nodeId`,
- * `profileId` and `profileVersion`, plus `extra`.
+ * A workflow event, for the plan of the transition it describes (or `events.publish` in a verb's transaction). Data
+ * holds `workflowId`, `nodeId`, `profileId` and `profileVersion`, plus `extra`.
  *
  * @example
  * ```ts
- * await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.started');
+ * await ctx.events.publish(tx, workflowEvent(workflow, 'workflow.created'));
  * ```
  */
-export async function publishWorkflowEvent(
-  tx: SqlExecutor,
-  events: EventBus,
+export function workflowEvent(
   workflow: Pick<WorkflowRecord, 'id' | 'tenantId' | 'nodeId' | 'profileId' | 'profileVersion'>,
   type: WorkflowEventType,
   extra: { [key: string]: Json } = {},
-): Promise<void> {
-  const event = {
+): NewEvent {
+  return {
     tenantId: workflow.tenantId,
     subject: `workflow/${workflow.id}`,
     type,
@@ -58,8 +54,6 @@ export async function publishWorkflowEvent(
       ...extra,
     },
   };
-  if (tx instanceof StagedWrites) tx.stageEvent(events.stage(event));
-  else await events.publish(tx, event);
 }
 
 /**
@@ -67,7 +61,7 @@ export async function publishWorkflowEvent(
  *
  * @example
  * ```ts
- * await publishWorkflowEvent(tx, events, workflow, 'workflow.step.started', stepEventData(step));
+ * draft.event('workflow.step.started', stepEventData(step));
  * ```
  */
 export function stepEventData(step: StepRecord, extra: { [key: string]: Json } = {}): { [key: string]: Json } {

@@ -11,7 +11,7 @@ import type { ConfigUnitRegistry } from '../config-units/types';
 import { MAX_PROFILE_VERSION } from '../define/types';
 import { findProfile, markProfileUsed, type ShippedProfiles } from '../profiles/profile-store';
 import { WORKFLOW_WORK_KIND } from './constants';
-import { publishWorkflowEvent } from './events';
+import { workflowEvent } from './events';
 import { type ExpandedStep, expandProfile } from './expand';
 import type { StepRegistry } from './step-registry';
 
@@ -169,7 +169,10 @@ export async function startWorkflow(
   await tx.query(INSERT_STEPS, [id, now, JSON.stringify(stepRecords(expansion.steps))]);
   await markProfileUsed(tx, found, now);
   const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
-  await publishWorkflowEvent(tx, ctx.events, { ...created, profileVersion: found.profile.version }, 'workflow.created');
+  await ctx.events.publish(
+    tx,
+    workflowEvent({ ...created, profileVersion: found.profile.version }, 'workflow.created'),
+  );
   await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key });
   return { id };
 }

@@ -1,22 +1,14 @@
-import { addMs, type Json, type ModuleContext, type SqlExecutor } from '@better-compute/core';
-import { applyHostConfig } from '../config-units/apply';
+import { addMs, type Json, type ModuleContext } from '@better-compute/core';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { WorkflowState } from './constants';
-import { publishWorkflowEvent, stepEventData } from './events';
-import { requireTransaction } from './staged-writes';
+import { stepEventData } from './events';
+import type { Known, Need, PlanDraft } from './plan';
 import type { StepRegistry } from './step-registry';
-import {
-  type StepError,
-  type StepRecord,
-  updateStep,
-  updateWorkflow,
-  type WorkflowError,
-  type WorkflowRecord,
-} from './workflow-rows';
+import type { StepError, StepRecord, WorkflowError } from './workflow-rows';
 
 /**
- * What every transition needs: the module context (its `sql` is not used; transitions get `tx`), the steps, and the
- * config units a succeeded workflow's `hostConfig` resolves against.
+ * What every transition needs: the module context (for its ports and registries; transitions never use its `sql`),
+ * the steps, and the config units a succeeded workflow's `hostConfig` resolves against.
  */
 export interface EngineEnv {
   ctx: ModuleContext;
@@ -24,40 +16,27 @@ export interface EngineEnv {
   configUnits: ConfigUnitRegistry;
 }
 
-const OPEN_COMMAND = new Set(['pending', 'dispatched', 'acked', 'running']);
-
 /**
  * Starts a step's attempt: `running`, with its deadline the start plus its timeout.
  *
  * @example
  * ```ts
- * await startStep(tx, env, workflow, step, now);
+ * startStep(draft, step, now);
  * ```
  */
-export async function startStep(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  step: StepRecord,
-  now: Date,
-): Promise<void> {
-  await updateStep(
-    tx,
-    step,
-    {
-      state: 'running',
-      startedAt: now,
-      firstStartedAt: step.firstStartedAt ?? now,
-      deadline: addMs(now, step.timeoutMs),
-      finishedAt: null,
-      error: null,
-      result: null,
-      commandId: null,
-      rejoin: null,
-    },
-    now,
-  );
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.started', stepEventData(step));
+export function startStep(draft: PlanDraft, step: StepRecord, now: Date): void {
+  draft.updateStep(step, {
+    state: 'running',
+    startedAt: now,
+    firstStartedAt: step.firstStartedAt ?? now,
+    deadline: addMs(now, step.timeoutMs),
+    finishedAt: null,
+    error: null,
+    result: null,
+    commandId: null,
+    rejoin: null,
+  });
+  draft.event('workflow.step.started', stepEventData(step));
 }
 
 /**
@@ -65,19 +44,12 @@ export async function startStep(
  *
  * @example
  * ```ts
- * await succeedStep(tx, env, workflow, step, { url }, now);
+ * succeedStep(draft, step, { url }, now);
  * ```
  */
-export async function succeedStep(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  step: StepRecord,
-  result: Json,
-  now: Date,
-): Promise<void> {
-  await updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now);
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.succeeded', stepEventData(step));
+export function succeedStep(draft: PlanDraft, step: StepRecord, result: Json, now: Date): void {
+  draft.updateStep(step, { state: 'succeeded', result, finishedAt: now });
+  draft.event('workflow.step.succeeded', stepEventData(step));
 }
 
 /**
@@ -85,34 +57,24 @@ export async function succeedStep(
  *
  * @example
  * ```ts
- * await skipStep(tx, env, workflow, step, 'when is false', now);
+ * skipStep(draft, step, 'when is false', now);
  * ```
  */
-export async function skipStep(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  step: StepRecord,
-  reason: string,
-  now: Date,
-): Promise<void> {
-  await updateStep(tx, step, { state: 'skipped', finishedAt: now }, now);
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.skipped', stepEventData(step, { reason }));
+export function skipStep(draft: PlanDraft, step: StepRecord, reason: string, now: Date): void {
+  draft.updateStep(step, { state: 'skipped', finishedAt: now });
+  draft.event('workflow.step.skipped', stepEventData(step, { reason }));
 }
 
 /**
- * Cancels the command a step has in flight, if it is still open.
+ * Cancels the command a step has in flight, if it is still open (when the plan is written).
  *
  * @example
  * ```ts
- * await cancelStepCommand(tx, env, step, 'the step timed out');
+ * cancelStepCommand(draft, step, 'the step timed out');
  * ```
  */
-export async function cancelStepCommand(tx: SqlExecutor, env: EngineEnv, step: StepRecord, reason: string) {
-  if (!step.commandId) return;
-  requireTransaction(tx);
-  const command = await env.ctx.commands.get(tx, step.commandId);
-  if (command && OPEN_COMMAND.has(command.state)) await env.ctx.commands.cancel(tx, command.id, reason);
+export function cancelStepCommand(draft: PlanDraft, step: StepRecord, reason: string): void {
+  if (step.commandId) draft.cancelCommand(step.commandId, reason);
 }
 
 /**
@@ -140,26 +102,14 @@ export function workflowErrorOf(step: StepRecord, error: StepError, rescue: bool
  *
  * @example
  * ```ts
- * await enterFailing(tx, workflow, steps, step, false, now);
+ * enterFailing(draft, step, false, now);
  * ```
  */
-export async function enterFailing(
-  tx: SqlExecutor,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
-  step: StepRecord,
-  rescue: boolean,
-  now: Date,
-): Promise<void> {
-  await updateWorkflow(
-    tx,
-    workflow,
-    { state: 'failing', error: workflowErrorOf(step, step.error as StepError, rescue) },
-    now,
-  );
-  for (const other of steps) {
+export function enterFailing(draft: PlanDraft, step: StepRecord, rescue: boolean, now: Date): void {
+  draft.updateWorkflow({ state: 'failing', error: workflowErrorOf(step, step.error as StepError, rescue) }, now);
+  for (const other of draft.steps) {
     if (other.phase === 'main' && other.state === 'pending') {
-      await updateStep(tx, other, { state: 'cancelled', finishedAt: now }, now);
+      draft.updateStep(other, { state: 'cancelled', finishedAt: now });
     }
   }
 }
@@ -171,39 +121,28 @@ export async function enterFailing(
  *
  * @example
  * ```ts
- * await failStep(tx, env, workflow, steps, step, { code: 'TIMEOUT', message: 'no result before the deadline' }, now);
+ * failStep(draft, step, { code: 'TIMEOUT', message: 'no result before the deadline' }, now);
  * ```
  */
-export async function failStep(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
-  step: StepRecord,
-  error: StepError,
-  now: Date,
-): Promise<void> {
-  await updateStep(tx, step, { state: 'failed', error, finishedAt: now }, now);
-  await publishWorkflowEvent(
-    tx,
-    env.ctx.events,
-    workflow,
-    'workflow.step.failed',
-    stepEventData(step, { error: { code: error.code, message: error.message } }),
-  );
+export function failStep(draft: PlanDraft, step: StepRecord, error: StepError, now: Date): void {
+  draft.updateStep(step, { state: 'failed', error, finishedAt: now });
+  draft.event('workflow.step.failed', stepEventData(step, { error: { code: error.code, message: error.message } }));
   if (step.attempt - step.attemptBase < step.retries) {
-    await updateStep(
-      tx,
-      step,
-      { state: 'pending', attempt: step.attempt + 1, commandId: null, deadline: null, startedAt: null, rejoin: null },
-      now,
-    );
-    await publishWorkflowEvent(tx, env.ctx.events, workflow, 'workflow.step.retrying', stepEventData(step));
+    draft.updateStep(step, {
+      state: 'pending',
+      attempt: step.attempt + 1,
+      commandId: null,
+      deadline: null,
+      startedAt: null,
+      rejoin: null,
+    });
+    draft.event('workflow.step.retrying', stepEventData(step));
     return;
   }
   if (step.phase !== 'main' || step.onFailure === 'continue') return;
+  const { workflow } = draft;
   if (workflow.state === 'running' || workflow.state === 'paused') {
-    await enterFailing(tx, workflow, steps, step, step.onFailure === 'rescue', now);
+    enterFailing(draft, step, step.onFailure === 'rescue', now);
   }
 }
 
@@ -215,40 +154,45 @@ const FINAL_EVENT = {
 
 /**
  * Ends a workflow: steps never reached are cancelled, the final event is published and the owner is queued under the
- * workflow's key. A node workflow that succeeds with a `hostConfig` first sets the node's NodeSpec `host` section
- * (resolved on the node's labels as they are now) and bumps its `generation`; when the host config does not resolve,
- * the workflow ends `failed` with that error instead and the node is left alone.
+ * workflow's key. A node workflow that succeeds with a `hostConfig` needs it resolved on the node's labels as they are
+ * now (`known.hostConfig`, read with the node locked) and then sets the node's NodeSpec `host` section (bumping its
+ * `generation`); when the host config does not resolve, the workflow ends `failed` with that error instead and the
+ * node is left alone. Returns the need when the host config is not known yet; the draft is then untouched.
  *
  * @example
  * ```ts
- * await finishWorkflow(tx, env, workflow, steps, 'succeeded', now);
+ * const need = finishWorkflow(draft, 'succeeded', known, now);
  * ```
  */
-export async function finishWorkflow(
-  tx: SqlExecutor,
-  env: EngineEnv,
-  workflow: WorkflowRecord,
-  steps: readonly StepRecord[],
+export function finishWorkflow(
+  draft: PlanDraft,
   outcome: Extract<WorkflowState, 'succeeded' | 'failed' | 'cancelled'>,
+  known: Known,
   now: Date,
-): Promise<void> {
+): Need | undefined {
+  const { workflow } = draft;
   const nodeId = workflow.nodeId;
   const hostConfig = outcome === 'succeeded' && nodeId !== null ? workflow.document.hostConfig : undefined;
-  // The node's NodeSpec and the owner's queue are written in the transaction that ends the workflow.
-  if (hostConfig !== undefined || workflow.owner) requireTransaction(tx);
-  for (const step of steps) {
-    if (step.state === 'pending') await updateStep(tx, step, { state: 'cancelled', finishedAt: now }, now);
+  if (hostConfig !== undefined && nodeId !== null && known.hostConfig === undefined) {
+    return { kind: 'host-config', nodeId, hostConfig };
+  }
+  for (const step of draft.steps) {
+    if (step.state === 'pending') draft.updateStep(step, { state: 'cancelled', finishedAt: now });
   }
   let state = outcome;
   let error: WorkflowError | undefined;
-  if (hostConfig !== undefined && nodeId !== null) {
-    error = await applyHostConfig(tx, env.configUnits, nodeId, hostConfig, now);
-    if (error) state = 'failed';
+  const resolved = hostConfig !== undefined ? known.hostConfig : undefined;
+  if (resolved && 'error' in resolved) {
+    error = resolved.error;
+    state = 'failed';
+  } else if (resolved && nodeId !== null) {
+    draft.setHostConfig(nodeId, resolved.host);
   }
-  await updateWorkflow(tx, workflow, { state, finishedAt: now, ...(error ? { error } : {}) }, now);
+  draft.updateWorkflow({ state, finishedAt: now, ...(error ? { error } : {}) }, now);
   const extra: { [key: string]: Json } = {};
   if (state === 'failed' && workflow.error) extra.error = { ...workflow.error };
   if (state === 'cancelled' && workflow.cancelReason) extra.reason = workflow.cancelReason;
-  await publishWorkflowEvent(tx, env.ctx.events, workflow, FINAL_EVENT[state], extra);
-  if (workflow.owner) await env.ctx.work.enqueue(tx, { kind: workflow.owner, key: workflow.key });
+  draft.event(FINAL_EVENT[state], extra);
+  if (workflow.owner) draft.queueOwner(workflow.owner, workflow.key);
+  return undefined;
 }

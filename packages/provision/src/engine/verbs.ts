@@ -2,10 +2,11 @@ import { assertStorableText, ComputeError, type ModuleContext, type SqlExecutor 
 import { HOST_CONFIG_ERROR_STEP } from '../config-units/apply';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import { inCleanupPhase } from './advance';
+import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, WORKFLOW_WORK_KIND } from './constants';
-import { publishWorkflowEvent } from './events';
+import { isEmptyPlan, PlanDraft } from './plan';
 import { cancelStepCommand, type EngineEnv, finishWorkflow } from './transitions';
-import { type LoadedWorkflow, loadWorkflow, type StepRecord, updateStep, updateWorkflow } from './workflow-rows';
+import { loadWorkflow, type StepRecord } from './workflow-rows';
 import { toWorkflowView, type WorkflowView } from './workflow-view';
 
 /** What the verbs need of the module context. */
@@ -31,19 +32,26 @@ function checkWorkflowId(ref: WorkflowRef): void {
   assertStorableText(ref.workflowId, ['workflowId']);
 }
 
-/** Runs `change` on the locked workflow in its own transaction and returns the workflow as it then is. */
+/**
+ * Runs `change` on the locked workflow in its own transaction: it plans on a draft (and may read and wake through
+ * `tx`), then the plan is written there; returns the workflow as it then is.
+ */
 async function withLockedWorkflow(
   ctx: VerbContext,
   ref: WorkflowRef,
-  change: (tx: SqlExecutor, loaded: LoadedWorkflow, now: Date) => Promise<void>,
+  change: (draft: PlanDraft, tx: SqlExecutor, now: Date) => Promise<void>,
 ): Promise<WorkflowView> {
   checkWorkflowId(ref);
   return ctx.sql.transaction(async (tx) => {
     const loaded = await loadWorkflow(tx, ref.workflowId, { lock: true });
     if (!loaded || (ref.tenantId !== undefined && loaded.workflow.tenantId !== ref.tenantId))
       throw notFound(ref.workflowId);
-    await change(tx, loaded, ctx.clock.now());
-    return toWorkflowView(loaded);
+    const draft = new PlanDraft(loaded);
+    const now = ctx.clock.now();
+    await change(draft, tx, now);
+    const plan = draft.plan();
+    if (!isEmptyPlan(plan)) await commitPlan(envOf(ctx), plan, now, { tx });
+    return toWorkflowView(draft.snapshot());
   });
 }
 
@@ -53,8 +61,8 @@ function envOf(ctx: VerbContext): EngineEnv {
   return { ctx: ctx as ModuleContext, steps: new Map(), configUnits: BUILTIN_CONFIG_UNIT_REGISTRY };
 }
 
-async function wake(tx: SqlExecutor, ctx: VerbContext, loaded: LoadedWorkflow): Promise<void> {
-  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key: loaded.workflow.key, urgent: true });
+async function wake(tx: SqlExecutor, ctx: VerbContext, draft: PlanDraft): Promise<void> {
+  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key: draft.workflow.key, urgent: true });
 }
 
 function invalidState(message: string, reason: string): ComputeError {
@@ -79,26 +87,27 @@ export async function abortWorkflow(ctx: VerbContext, input: WorkflowRef & { rea
     });
   }
   if (reason !== undefined) assertStorableText(reason, ['reason']);
-  return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
-    const { workflow, steps } = loaded;
+  return withLockedWorkflow(ctx, input, async (draft, tx, now) => {
+    const { workflow, steps } = draft;
     if (workflow.state === 'succeeded') throw invalidState(`workflow ${workflow.id} already succeeded`, 'succeeded');
     if (workflow.state === 'cancelled' || workflow.state === 'cancelling') return;
-    await updateWorkflow(tx, workflow, { cancelReason: reason ?? 'aborted' }, now);
+    draft.updateWorkflow({ cancelReason: reason ?? 'aborted' }, now);
     if (workflow.state === 'pending' || workflow.state === 'failed') {
-      await finishWorkflow(tx, envOf(ctx), workflow, steps, 'cancelled', now);
+      // Cancelled: no host config to resolve, so nothing to read first.
+      finishWorkflow(draft, 'cancelled', {}, now);
       return;
     }
     for (const step of steps) {
       if (step.phase === 'cleanup') continue;
       if (step.state === 'running' || step.state === 'waiting') {
-        await cancelStepCommand(tx, envOf(ctx), step, `workflow aborted: ${reason ?? 'aborted'}`);
+        cancelStepCommand(draft, step, `workflow aborted: ${reason ?? 'aborted'}`);
       }
       if (['pending', 'running', 'waiting'].includes(step.state)) {
-        await updateStep(tx, step, { state: 'cancelled', finishedAt: now }, now);
+        draft.updateStep(step, { state: 'cancelled', finishedAt: now });
       }
     }
-    await updateWorkflow(tx, workflow, { state: 'cancelling' }, now);
-    await wake(tx, ctx, loaded);
+    draft.updateWorkflow({ state: 'cancelling' }, now);
+    await wake(tx, ctx, draft);
   });
 }
 
@@ -119,8 +128,8 @@ function firstUnfinishedMain(steps: readonly StepRecord[]): StepRecord | undefin
  * ```
  */
 export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?: string }): Promise<WorkflowView> {
-  return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
-    const { workflow, steps } = loaded;
+  return withLockedWorkflow(ctx, input, async (draft, tx, now) => {
+    const { workflow, steps } = draft;
     if (workflow.state !== 'failed')
       throw invalidState(`only a failed workflow can be retried; it is ${workflow.state}`, workflow.state);
     const target = workflow.nodeId !== null ? ['node_id', workflow.nodeId] : ['instance_id', workflow.instanceId];
@@ -143,9 +152,9 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
       input.fromStep === undefined ? firstUnfinishedMain(steps) : steps.find((s) => s.stepId === input.fromStep);
     if (input.fromStep === undefined && from === undefined && workflow.error?.stepId === HOST_CONFIG_ERROR_STEP) {
       // Every step is done: running again only resolves the host config again when the workflow finishes.
-      await updateWorkflow(tx, workflow, { state: 'running', error: null, finishedAt: null }, now);
-      await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.retried', { fromStep: HOST_CONFIG_ERROR_STEP });
-      await wake(tx, ctx, loaded);
+      draft.updateWorkflow({ state: 'running', error: null, finishedAt: null }, now);
+      draft.event('workflow.retried', { fromStep: HOST_CONFIG_ERROR_STEP });
+      await wake(tx, ctx, draft);
       return;
     }
     if (from?.phase !== 'main') {
@@ -156,27 +165,22 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
     for (const step of steps) {
       if (step.phase === 'main' && step.position < from.position) continue;
       const attempt = step.firstStartedAt === null ? step.attempt : step.attempt + 1;
-      await updateStep(
-        tx,
-        step,
-        {
-          state: 'pending',
-          attempt,
-          attemptBase: attempt,
-          commandId: null,
-          deadline: null,
-          startedAt: null,
-          finishedAt: null,
-          result: null,
-          error: null,
-          rejoin: null,
-        },
-        now,
-      );
+      draft.updateStep(step, {
+        state: 'pending',
+        attempt,
+        attemptBase: attempt,
+        commandId: null,
+        deadline: null,
+        startedAt: null,
+        finishedAt: null,
+        result: null,
+        error: null,
+        rejoin: null,
+      });
     }
-    await updateWorkflow(tx, workflow, { state: 'running', error: null, finishedAt: null }, now);
-    await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.retried', { fromStep: from.stepId });
-    await wake(tx, ctx, loaded);
+    draft.updateWorkflow({ state: 'running', error: null, finishedAt: null }, now);
+    draft.event('workflow.retried', { fromStep: from.stepId });
+    await wake(tx, ctx, draft);
   });
 }
 
@@ -190,13 +194,13 @@ export function retryWorkflow(ctx: VerbContext, input: WorkflowRef & { fromStep?
  * ```
  */
 export function pauseWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<WorkflowView> {
-  return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
-    const { workflow, steps } = loaded;
+  return withLockedWorkflow(ctx, input, async (draft, _tx, now) => {
+    const { workflow, steps } = draft;
     if (workflow.state !== 'running')
       throw invalidState(`only a running workflow can pause; it is ${workflow.state}`, workflow.state);
     if (inCleanupPhase(workflow, steps)) throw invalidState('a workflow in its cleanup phase cannot pause', 'cleanup');
-    await updateWorkflow(tx, workflow, { state: 'paused' }, now);
-    await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.paused');
+    draft.updateWorkflow({ state: 'paused' }, now);
+    draft.event('workflow.paused');
   });
 }
 
@@ -209,13 +213,13 @@ export function pauseWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wor
  * ```
  */
 export function resumeWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<WorkflowView> {
-  return withLockedWorkflow(ctx, input, async (tx, loaded, now) => {
-    const { workflow } = loaded;
+  return withLockedWorkflow(ctx, input, async (draft, tx, now) => {
+    const { workflow } = draft;
     if (workflow.state !== 'paused')
       throw invalidState(`only a paused workflow can resume; it is ${workflow.state}`, workflow.state);
-    await updateWorkflow(tx, workflow, { state: 'running' }, now);
-    await publishWorkflowEvent(tx, ctx.events, workflow, 'workflow.resumed');
-    await wake(tx, ctx, loaded);
+    draft.updateWorkflow({ state: 'running' }, now);
+    draft.event('workflow.resumed');
+    await wake(tx, ctx, draft);
   });
 }
 

@@ -2,7 +2,6 @@ import type { CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
-import { StagedWrites } from './staged-writes';
 
 /** The error a failed step records, and (prefixed with the step) the workflow's own error. */
 export interface StepError {
@@ -187,7 +186,7 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
 
 /**
  * Reads the active workflow of a reconciler key without locking it: what the reconciler plans its next transitions
- * from, writing them only while the revision it read is still current (see `flushWrites`).
+ * from, writing them only while the revision it read is still current (see `commitPlan`).
  *
  * @example
  * ```ts
@@ -265,9 +264,8 @@ const STEP_COLUMNS: Record<string, string> = {
   error: 'error',
   rejoin: 'rejoin',
 };
-const JSON_COLUMNS = new Set(['result', 'error', 'rejoin']);
 
-/** The step fields a transition may change (the keys of {@link StepChange}), as `flushWrites` writes them. */
+/** The step fields a transition may change (the keys of {@link StepChange}), as `commitPlan` writes them. */
 export const STEP_CHANGE_FIELDS = Object.keys(STEP_COLUMNS) as (keyof StepChange)[];
 
 /** The step fields a transition may change. */
@@ -287,71 +285,3 @@ export type StepChange = Partial<
     | 'rejoin'
   >
 >;
-
-/**
- * Writes a step's changed fields (and `updated_at`), and applies them to the record in memory. Through
- * {@link StagedWrites} the write waits for the transition's one statement.
- *
- * @example
- * ```ts
- * await updateStep(tx, step, { state: 'succeeded', result, finishedAt: now }, now);
- * ```
- */
-export async function updateStep(tx: SqlExecutor, step: StepRecord, change: StepChange, now: Date): Promise<void> {
-  if (tx instanceof StagedWrites) {
-    Object.assign(step, change);
-    tx.stageStep(step);
-    return;
-  }
-  const sets: string[] = [];
-  const params: unknown[] = [step.workflowId, step.stepId, now];
-  for (const [field, value] of Object.entries(change)) {
-    const column = STEP_COLUMNS[field];
-    if (!column) continue;
-    params.push(JSON_COLUMNS.has(column) && value !== null ? JSON.stringify(value) : value);
-    sets.push(`${column} = $${params.length}${JSON_COLUMNS.has(column) ? '::jsonb' : ''}`);
-  }
-  await tx.query(
-    `UPDATE workflow_steps SET ${sets.join(', ')}${sets.length ? ', ' : ''}updated_at = $3
-     WHERE workflow_id = $1 AND step_id = $2`,
-    params,
-  );
-  Object.assign(step, change);
-}
-
-/**
- * Writes a workflow's state (and optionally its error or cancel reason), and applies it in memory. Through
- * {@link StagedWrites} the write waits for the transition's one statement.
- *
- * @example
- * ```ts
- * await updateWorkflow(tx, workflow, { state: 'running', startedAt: now }, now);
- * ```
- */
-export async function updateWorkflow(
-  tx: SqlExecutor,
-  workflow: WorkflowRecord,
-  change: Partial<Pick<WorkflowRecord, 'state' | 'error' | 'startedAt' | 'finishedAt' | 'cancelReason'>>,
-  now: Date,
-): Promise<void> {
-  if (tx instanceof StagedWrites) {
-    Object.assign(workflow, change, { updatedAt: now });
-    tx.stageWorkflow(workflow);
-    return;
-  }
-  const next = { ...workflow, ...change };
-  await tx.query(
-    `UPDATE workflows SET state = $2, error = $3::jsonb, started_at = $4, finished_at = $5, cancel_reason = $6,
-       updated_at = $7 WHERE id = $1`,
-    [
-      workflow.id,
-      next.state,
-      next.error === null ? null : JSON.stringify(next.error),
-      next.startedAt,
-      next.finishedAt,
-      next.cancelReason,
-      now,
-    ],
-  );
-  Object.assign(workflow, change, { updatedAt: now });
-}

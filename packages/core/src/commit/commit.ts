@@ -1,0 +1,221 @@
+import { stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
+import type { CommandQueue, NewCommand } from '../commands/types';
+import { type ComputeError, isComputeError } from '../errors';
+import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
+import type { EventBus, NewEvent } from '../events/types';
+import type { SqlExecutor } from '../sql/executor';
+import { isSqlError } from '../sql/sql-error';
+import { fencedError, leaseFenceParams, leaseFenceSql, leaseOf } from '../work/fenced-executor';
+import { requeueItemSql } from '../work/finish';
+import { type Bind, bindParams, checkChangeName } from './params';
+
+/** What one change's SQL is built with. */
+export interface CommitChangeInput {
+  /** Adds a parameter and returns its placeholder (`$n`); parameters are numbered in the order they are bound. */
+  readonly bind: Bind;
+  /**
+   * The condition the change must AND into its `WHERE`: for the first change, that the worker still holds its lease
+   * (and the command's node exists); for the others, that the first change wrote a row.
+   */
+  readonly guard: string;
+  /** The id of the command this commit sends, if it sends one. */
+  readonly commandId: string | undefined;
+}
+
+/**
+ * A module's own write, one data-modifying CTE of the commit's statement (its name is the CTE's). The first change of
+ * a commit is its gate: it must return a row (`RETURNING …`) when it wrote, and the rest of the commit (the other
+ * changes, the command, the requeue, the events) is written only then. A change guards itself (a revision, a label
+ * check) in its own `WHERE`.
+ *
+ * @example
+ * ```ts
+ * const change: CommitChange = {
+ *   name: 'node',
+ *   sql: ({ bind, guard }) => `UPDATE plg_acme_nodes SET seen = true WHERE id = ${bind(id)} AND ${guard} RETURNING id`,
+ * };
+ * ```
+ */
+export interface CommitChange {
+  readonly name: string;
+  readonly sql: (input: CommitChangeInput) => string;
+}
+
+/**
+ * What a commit writes.
+ *
+ * @example
+ * ```ts
+ * const request: CommitRequest = { changes: [change], events: [event], command: input, requeue: until };
+ * ```
+ */
+export interface CommitRequest {
+  /** The module's own writes; the first is the gate (see {@link CommitChange}). */
+  readonly changes: readonly [CommitChange, ...CommitChange[]];
+  /** Events for the outbox, in order, written with the changes. */
+  readonly events?: readonly NewEvent[];
+  /** At most one command to send: staged into the statement, or enqueued in the caller's transaction. */
+  readonly command?: NewCommand;
+  /** Requeue the pass's own work item (`ctx.item`) at this time, in the same statement. */
+  readonly requeue?: Date;
+}
+
+/** How a commit went. `row` is what the gate returned. */
+export type CommitResult<R> =
+  | { readonly status: 'committed'; readonly row: R; readonly commandId?: string; readonly requeued: boolean }
+  /** The gate wrote nothing (its guard no longer held): nothing was written. */
+  | { readonly status: 'stale' }
+  /**
+   * The command cannot be written by one statement (a command policy applies to its kind, or a command is already
+   * under its key): nothing was written; commit again in a transaction.
+   */
+  | { readonly status: 'needs-transaction'; readonly reason: 'command-policies' | 'command-key-taken' }
+  /** The command queue refused the command (its checks, a policy): nothing of this commit was written. */
+  | { readonly status: 'refused'; readonly error: ComputeError };
+
+/** The ports a commit uses: a module context has them all. */
+export interface CommitContext {
+  readonly sql: SqlExecutor;
+  readonly clock: { now(): Date };
+  readonly commands: CommandQueue;
+  readonly events: EventBus;
+  readonly item?: { readonly kind: string; readonly key: string };
+}
+
+interface Built {
+  text: string;
+  params: unknown[];
+  fenced: boolean;
+}
+
+function build(
+  ctx: CommitContext,
+  request: CommitRequest,
+  now: Date,
+  command: { id: string; param?: string; nodeId: string } | undefined,
+  fenced: boolean,
+): Built {
+  const { bind, params } = bindParams();
+  // Bound when first used: a parameter the statement never reads has no type PGlite can infer.
+  let atParam: string | undefined;
+  const at = () => {
+    atParam ??= `${bind(now)}::timestamptz`;
+    return atParam;
+  };
+  const parts: string[] = [];
+  const lease = fenced ? leaseOf(ctx.sql) : undefined;
+  const gateConditions: string[] = [];
+  if (lease) {
+    const first = params.length + 1;
+    params.push(...leaseFenceParams(lease));
+    parts.push(`fence AS (${leaseFenceSql(first)})`);
+    gateConditions.push('EXISTS (SELECT 1 FROM fence)');
+  }
+  // A staged command is inserted only with its node (the insert reads the node's tenant): no node, no commit.
+  if (command?.param) gateConditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(command.nodeId)})`);
+  const [gate] = request.changes;
+  const written = `EXISTS (SELECT 1 FROM ${gate.name})`;
+  for (const [index, change] of request.changes.entries()) {
+    checkChangeName(change.name);
+    const guard = index === 0 ? gateConditions.join(' AND ') || 'TRUE' : written;
+    parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.id })})`);
+  }
+  if (command?.param) parts.push(`sent AS (${stagedCommandInsertSql(bind(command.param), at(), written)})`);
+  if (request.requeue && ctx.item) {
+    const { kind, key } = ctx.item;
+    const requeue = requeueItemSql({
+      kind: bind(kind),
+      key: bind(key),
+      at: bind(request.requeue),
+      now: at(),
+      condition: written,
+    });
+    parts.push(`requeued AS (${requeue})`);
+  }
+  if (request.events && request.events.length > 0) {
+    const staged = request.events.map((event) => ctx.events.stage(event));
+    parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(staged)), written)})`);
+  }
+  const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
+  const text = `WITH ${parts.join(',\n')}
+SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, g.*
+FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
+  return { text, params, fenced: lease !== undefined };
+}
+
+async function run<R>(
+  sql: SqlExecutor,
+  ctx: CommitContext,
+  built: Built,
+): Promise<{ written: boolean; row: R | undefined }> {
+  const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
+  const { commit_written, commit_held, ...row } = rows[0] ?? {};
+  const lease = leaseOf(ctx.sql);
+  if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
+  const written = Number(commit_written ?? 0) > 0;
+  return { written, row: written ? (row as R) : undefined };
+}
+
+/**
+ * Commits a reconciler's decision: the module's own changes, the events, at most one command and the requeue of the
+ * pass's work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
+ * fenced by the worker's shard lease when `ctx.sql` is a worker's (else INVALID_STATE `fenced`), the command staged
+ * (`commands.stage`) and inserted by the same statement, everything gated on the first change. With `tx` (a
+ * transaction the caller opened, fenced by the worker's executor already), the command is enqueued there with its
+ * policies (`commands.enqueue`, find-before-create), then the statement runs without a fence. A refused command is
+ * reported, never thrown, and nothing of the commit is written.
+ *
+ * @example
+ * ```ts
+ * const result = await commit<{ revision: number }>(ctx, {
+ *   changes: [{ name: 'wf', sql: ({ bind, guard }) =>
+ *     `UPDATE workflows SET revision = revision + 1 WHERE id = ${bind(id)} AND revision = ${bind(7)} AND ${guard} RETURNING revision` }],
+ *   events: [{ tenantId: 'root', subject: `workflow/${id}`, type: 'workflow.started', data: {} }],
+ *   requeue: new Date(Date.now() + 60_000),
+ * });
+ * if (result.status === 'stale') snapshot = await read(ctx.sql, id);
+ * ```
+ */
+export async function commit<R = Record<string, unknown>>(
+  ctx: CommitContext,
+  request: CommitRequest,
+  tx?: SqlExecutor,
+): Promise<CommitResult<R>> {
+  let command: { id: string; param?: string; nodeId: string } | undefined;
+  if (request.command && tx) {
+    try {
+      command = { id: (await ctx.commands.enqueue(tx, request.command)).id, nodeId: request.command.nodeId };
+    } catch (error) {
+      if (isComputeError(error)) return { status: 'refused', error };
+      throw error;
+    }
+  } else if (request.command) {
+    let staged: Awaited<ReturnType<NonNullable<CommandQueue['stage']>>>;
+    try {
+      staged = await ctx.commands.stage?.(request.command);
+    } catch (error) {
+      if (isComputeError(error)) return { status: 'refused', error };
+      throw error;
+    }
+    if (!staged) return { status: 'needs-transaction', reason: 'command-policies' };
+    command = { id: staged.id, param: stagedCommandParam(staged), nodeId: staged.nodeId };
+  }
+  const built = build(ctx, request, ctx.clock.now(), command, tx === undefined);
+  let outcome: { written: boolean; row: R | undefined };
+  try {
+    outcome = await run<R>(tx ?? ctx.sql, ctx, built);
+  } catch (error) {
+    // A command already under the key fails the insert: nothing was written; enqueue finds that one.
+    if (command?.param && isSqlError(error, 'unique-violation')) {
+      return { status: 'needs-transaction', reason: 'command-key-taken' };
+    }
+    throw error;
+  }
+  if (!outcome.written) return { status: 'stale' };
+  return {
+    status: 'committed',
+    row: outcome.row as R,
+    ...(command ? { commandId: command.id } : {}),
+    requeued: request.requeue !== undefined && ctx.item !== undefined,
+  };
+}

@@ -1,0 +1,9 @@
+export {
+  type CommitChange,
+  type CommitChangeInput,
+  type CommitContext,
+  type CommitRequest,
+  type CommitResult,
+  commit,
+} from './commit';
+export { type Bind, bindParams } from './params';

@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type CommandPolicy, createCommandKindRegistry, createCommandQueue, type NewCommand } from '../../src/commands';
+import { type CommitChange, commit } from '../../src/commit';
+import { ComputeError } from '../../src/errors';
+import { createEventBus } from '../../src/events';
+import { manifest } from '../../src/manifest';
+import type { SqlExecutor } from '../../src/sql';
+import { FencedExecutor, isFencedError } from '../../src/work';
+import type { ScratchDatabase } from '../support/databases';
+import { insertNode, manualClock, prepareKernel, recordingWork, resetKernel } from './command-queue';
+
+/** The commit service's contract, run once per backend: one statement from typed parts, gated on the first. */
+export function defineCommitConformance(create: () => Promise<ScratchDatabase>): void {
+  let scratch: ScratchDatabase;
+  let db: SqlExecutor;
+  const clock = manualClock();
+  const kinds = createCommandKindRegistry([
+    { moduleId: 'test', definition: { name: 'test.ping', payload: manifest({}) } },
+    { moduleId: 'test', definition: { name: 'test.wipe', payload: manifest({}), destructive: true } },
+  ]);
+  const refuseWipes: CommandPolicy = Object.assign(
+    async () => {
+      throw new ComputeError('PERMISSION_DENIED', 'wipes need an operator');
+    },
+    { appliesTo: (kind: { destructive?: boolean }) => kind.destructive === true },
+  );
+  const events = createEventBus({ clock });
+  const commands = createCommandQueue({ kinds, clock, work: recordingWork, policies: [refuseWipes] });
+  let nodeId: string;
+  const ctx = (sql: SqlExecutor = db) => ({ sql, clock, commands, events });
+  // The module's own table: a row with a revision, and the command it sent.
+  const bump = (revision: number): CommitChange => ({
+    name: 'thing',
+    sql: ({ bind, guard, commandId }) =>
+      `UPDATE test_things SET revision = revision + 1, command_id = ${bind(commandId ?? null)}
+       WHERE id = 't1' AND revision = ${bind(revision)} AND ${guard} RETURNING revision`,
+  });
+  const note = (text: string): CommitChange => ({
+    name: 'note',
+    sql: ({ bind, guard }) => `INSERT INTO test_notes (text) SELECT ${bind(text)}::text WHERE ${guard}`,
+  });
+  const command = (kind = 'test.ping', key = 'k1'): NewCommand => ({
+    nodeId,
+    kind,
+    payload: {},
+    key,
+    notAfter: new Date(clock.now().getTime() + 3_600_000),
+  });
+  const state = async () => ({
+    thing: (await db.query('SELECT revision, command_id FROM test_things')).rows,
+    notes: (await db.query<{ text: string }>('SELECT text FROM test_notes')).rows.map((r) => r.text),
+    events: (await db.query<{ type: string }>('SELECT type FROM events ORDER BY seq')).rows.map((r) => r.type),
+    commands: (await db.query<{ id: string; key: string }>('SELECT id, key FROM commands')).rows,
+  });
+
+  beforeAll(async () => {
+    scratch = await create();
+    db = scratch.db;
+    await prepareKernel(db, clock);
+    await db.query('CREATE TABLE test_things (id text PRIMARY KEY, revision int NOT NULL, command_id text)');
+    await db.query('CREATE TABLE test_notes (text text NOT NULL)');
+  });
+  afterAll(async () => {
+    await scratch?.drop();
+  });
+  beforeEach(async () => {
+    await resetKernel(db, clock);
+    await db.query('TRUNCATE test_things, test_notes');
+    await db.query(`INSERT INTO test_things (id, revision) VALUES ('t1', 1)`);
+    nodeId = await insertNode(db, clock, 'acme');
+  });
+
+  describe('commit', () => {
+    it('writes the changes, the events in order and the command in one statement, the command id in the change', async () => {
+      const result = await commit<{ revision: number }>(ctx(), {
+        changes: [bump(1), note('hello')],
+        events: [
+          { tenantId: 'acme', subject: 'thing/t1', type: 'thing.first', data: {} },
+          { tenantId: 'acme', subject: 'thing/t1', type: 'thing.second', data: {} },
+        ],
+        command: command(),
+      });
+      expect(result.status).toBe('committed');
+      if (result.status !== 'committed') return;
+      expect(Number(result.row.revision)).toBe(2);
+      expect(result.requeued).toBe(false);
+      const after = await state();
+      expect(after.thing).toEqual([{ revision: 2, command_id: result.commandId }]);
+      expect(after.notes).toEqual(['hello']);
+      expect(after.events).toEqual(['thing.first', 'thing.second']);
+      expect(after.commands).toEqual([{ id: result.commandId, key: 'k1' }]);
+    });
+
+    it('writes nothing when the first change writes nothing (stale)', async () => {
+      const result = await commit(ctx(), {
+        changes: [bump(7), note('hello')],
+        events: [{ tenantId: 'acme', subject: 'thing/t1', type: 'thing.first', data: {} }],
+        command: command(),
+      });
+      expect(result).toEqual({ status: 'stale' });
+      expect(await state()).toEqual({
+        thing: [{ revision: 1, command_id: null }],
+        notes: [],
+        events: [],
+        commands: [],
+      });
+    });
+
+    it('is fenced by the worker lease of ctx.sql: a lease not held is INVALID_STATE fenced, nothing written', async () => {
+      const fenced = new FencedExecutor(db, { workerId: 'w-gone', shard: 3, epoch: 9 });
+      const error = await commit(ctx(fenced), { changes: [bump(1)] }).catch((e: unknown) => e);
+      expect(isFencedError(error)).toBe(true);
+      expect((await state()).thing).toEqual([{ revision: 1, command_id: null }]);
+    });
+
+    it('reports a command with policies as needing a transaction, and enqueues it with them in one', async () => {
+      const staged = await commit(ctx(), { changes: [bump(1)], command: command('test.wipe') });
+      expect(staged).toEqual({ status: 'needs-transaction', reason: 'command-policies' });
+      const refused = await db.transaction((tx) =>
+        commit(ctx(), { changes: [bump(1)], command: command('test.wipe') }, tx),
+      );
+      expect(refused.status).toBe('refused');
+      if (refused.status === 'refused') expect(refused.error.code).toBe('PERMISSION_DENIED');
+      expect(await state()).toEqual({
+        thing: [{ revision: 1, command_id: null }],
+        notes: [],
+        events: [],
+        commands: [],
+      });
+    });
+
+    it('reports a command already under its key as needing a transaction; in one, enqueue finds it', async () => {
+      const first = await commit(ctx(), { changes: [bump(1)], command: command() });
+      expect(first.status).toBe('committed');
+      const again = await commit(ctx(), { changes: [bump(2)], command: command() });
+      expect(again).toEqual({ status: 'needs-transaction', reason: 'command-key-taken' });
+      const inTx = await db.transaction((tx) => commit(ctx(), { changes: [bump(2)], command: command() }, tx));
+      expect(inTx.status).toBe('committed');
+      if (first.status === 'committed' && inTx.status === 'committed') expect(inTx.commandId).toBe(first.commandId);
+      expect((await state()).commands).toHaveLength(1);
+    });
+
+    it('reports a command the queue refuses, and writes nothing', async () => {
+      const result = await commit(ctx(), { changes: [bump(1)], command: command('test.unknown') });
+      expect(result.status).toBe('refused');
+      if (result.status === 'refused') expect(result.error.code).toBe('INVALID_CONFIG');
+      expect((await state()).thing).toEqual([{ revision: 1, command_id: null }]);
+    });
+
+    it('refuses a change named like one of its own parts', async () => {
+      const error = await commit(ctx(), { changes: [{ ...bump(1), name: 'fence' }] }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ComputeError);
+    });
+  });
+}

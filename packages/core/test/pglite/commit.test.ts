@@ -1,0 +1,4 @@
+import { defineCommitConformance } from '../conformance/commit';
+import { scratchPglite } from '../support/databases';
+
+defineCommitConformance(scratchPglite);

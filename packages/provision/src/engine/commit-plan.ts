@@ -1,0 +1,158 @@
+import {
+  type CommitChange,
+  type CommitResult,
+  commit,
+  currentAgentSession,
+  OPEN_COMMAND_STATES,
+  type SqlExecutor,
+} from '@better-compute/core';
+import { setNodeHostSection } from '@better-compute/core/nodes';
+import { resolveHostConfig } from '../config-units/apply';
+import { siteAgentFor } from '../steps/site-agent-for';
+import type { Known, Need, Plan } from './plan';
+import type { EngineEnv } from './transitions';
+import { STEP_CHANGE_FIELDS, type WorkflowRecord } from './workflow-rows';
+
+/**
+ * Reads what a transition needs, in the caller's transaction (the workflow row locked): a connected site agent, a
+ * command (`commands.get`, which expires one past its `notAfter`), an agent's session, the host config resolved on
+ * the node's labels (the node row locked).
+ *
+ * @example
+ * ```ts
+ * known = { ...known, ...(await readNeed(tx, env, transition.needs, now)) };
+ * ```
+ */
+export async function readNeed(tx: SqlExecutor, env: EngineEnv, need: Need, now: Date): Promise<Known> {
+  switch (need.kind) {
+    case 'site-agent':
+      return { siteAgent: (await siteAgentFor(tx, need.nodeId, env.ctx.clock)) ?? null };
+    case 'command':
+      return { command: (await env.ctx.commands.get(tx, need.commandId)) ?? null };
+    case 'agent-session': {
+      const session = await currentAgentSession(tx, need.nodeId, { now });
+      return { session: session ? { bootId: session.bootId ?? null, role: session.role ?? null } : null };
+    }
+    case 'host-config':
+      return { hostConfig: await resolveHostConfig(tx, env.configUnits, need.nodeId, need.hostConfig) };
+  }
+}
+
+// The step columns a transition may change, from the step's JSON (`->>` is SQL NULL for a JSON null).
+const STEP_SETS = `state = v->>'state', attempt = (v->>'attempt')::int, attempt_base = (v->>'attemptBase')::int,
+  command_id = v->>'commandId', deadline = (v->>'deadline')::timestamptz, started_at = (v->>'startedAt')::timestamptz,
+  first_started_at = (v->>'firstStartedAt')::timestamptz, finished_at = (v->>'finishedAt')::timestamptz,
+  result = NULLIF(v->'result', 'null'::jsonb), error = NULLIF(v->'error', 'null'::jsonb),
+  rejoin = NULLIF(v->'rejoin', 'null'::jsonb)`;
+
+/** What a plan's statement checks besides the lease: the revision it was planned from, and its node's labels. */
+export interface PlanGuard {
+  revision: number;
+}
+
+function workflowChange(plan: Plan, now: Date, guard: PlanGuard | undefined): CommitChange {
+  const w: WorkflowRecord = plan.workflow;
+  return {
+    name: 'wf',
+    sql: ({ bind, guard: held }) => {
+      const sets = plan.workflowChanged
+        ? `, state = ${bind(w.state)}, error = ${bind(w.error === null ? null : JSON.stringify(w.error))}::jsonb,
+       started_at = ${bind(w.startedAt)}::timestamptz, finished_at = ${bind(w.finishedAt)}::timestamptz,
+       cancel_reason = ${bind(w.cancelReason)}, updated_at = ${bind(now)}`
+        : '';
+      const conditions = [held];
+      if (guard) {
+        conditions.push(`revision = ${bind(guard.revision)}`);
+        // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
+        if (w.node) {
+          conditions.push(
+            `EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(w.node.id)} AND labels = ${bind(JSON.stringify(w.node.labels))}::jsonb)`,
+          );
+        }
+      }
+      return `UPDATE workflows SET revision = revision + 1${sets}
+       WHERE id = ${bind(w.id)} AND ${conditions.join(' AND ')} RETURNING revision`;
+    },
+  };
+}
+
+function stepsChange(plan: Plan, now: Date): CommitChange {
+  return {
+    name: 'st',
+    sql: ({ bind, guard, commandId }) => {
+      const steps = [...plan.steps.values()].map((step) => {
+        const fields = STEP_CHANGE_FIELDS.map((field) => [field, step[field]]);
+        if (plan.command?.stepId === step.stepId) fields.push(['commandId', commandId ?? null]);
+        return Object.fromEntries([['stepId', step.stepId], ...fields]);
+      });
+      return `UPDATE workflow_steps s SET ${STEP_SETS}, updated_at = ${bind(now)}
+       FROM jsonb_array_elements(${bind(JSON.stringify(steps))}::jsonb) v
+       WHERE s.workflow_id = ${bind(plan.workflow.id)} AND s.step_id = v->>'stepId' AND ${guard}`;
+    },
+  };
+}
+
+/** How writing a plan went; `revision` is the workflow's after it. */
+export type PlanCommit =
+  | { status: 'committed'; revision: number; requeued: boolean }
+  | Exclude<CommitResult<unknown>, { status: 'committed' }>;
+
+/**
+ * Writes a plan: the workflow row (its revision bumped), every changed step, the events in order and the command, by
+ * core's `commit`. Without `tx` it is one autocommitted statement, fenced by the worker's lease, that writes only
+ * while the workflow's revision is `guard.revision` and its node's labels are those the plan read (`stale` otherwise),
+ * and may requeue the pass's own work item. In a transaction (the workflow row locked) it also cancels the commands
+ * the plan cancels, sets the host config and queues the owner. A plan that needs a transaction (see
+ * {@link needsTransaction}) must get one.
+ *
+ * @example
+ * ```ts
+ * const written = await commitPlan(env, plan, now, { guard: { revision: snapshot.workflow.revision } });
+ * ```
+ */
+export async function commitPlan(
+  env: EngineEnv,
+  plan: Plan,
+  now: Date,
+  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date },
+): Promise<PlanCommit> {
+  const { ctx } = env;
+  const { tx } = options;
+  const changes: [CommitChange, ...CommitChange[]] = [workflowChange(plan, now, options.guard)];
+  if (plan.steps.size > 0) changes.push(stepsChange(plan, now));
+  const result = await commit<{ revision: number }>(
+    ctx,
+    {
+      changes,
+      ...(plan.events.length > 0 ? { events: plan.events } : {}),
+      ...(plan.command ? { command: plan.command.input } : {}),
+      ...(options.requeue && !tx ? { requeue: options.requeue } : {}),
+    },
+    tx,
+  );
+  if (result.status !== 'committed') return result;
+  const sent = plan.command && plan.steps.get(plan.command.stepId);
+  if (sent) sent.commandId = result.commandId ?? null;
+  if (tx) {
+    for (const { commandId, reason } of plan.cancels) {
+      const command = await ctx.commands.get(tx, commandId);
+      if (command && OPEN_COMMAND_STATES.includes(command.state)) await ctx.commands.cancel(tx, command.id, reason);
+    }
+    if (plan.hostConfig) await setNodeHostSection(tx, plan.hostConfig.nodeId, plan.hostConfig.host, now);
+    if (plan.owner) await ctx.work.enqueue(tx, plan.owner);
+  }
+  return { status: 'committed', revision: Number(result.row.revision), requeued: result.requeued };
+}
+
+/**
+ * Whether a plan can only be written in a transaction: it cancels a command, sets the host config or queues the
+ * owner.
+ *
+ * @example
+ * ```ts
+ * if (needsTransaction(plan)) return inTransaction();
+ * ```
+ */
+export function needsTransaction(plan: Plan): boolean {
+  return plan.cancels.length > 0 || plan.hostConfig !== undefined || plan.owner !== undefined;
+}

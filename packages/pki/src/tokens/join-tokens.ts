@@ -8,6 +8,7 @@ import {
   newId,
   type SqlExecutor,
 } from '@better-compute/core';
+import { getNode } from '@better-compute/core/nodes';
 import { parseExpectation } from './claims';
 import { optionalString, requireInt, requireObject, requireString } from './validate';
 
@@ -90,8 +91,8 @@ export async function issueJoinToken(
     if (site.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such site', { details: { path: ['siteId'] } });
   }
   if (nodeId) {
-    const node = await tx.query('SELECT 1 FROM nodes WHERE id = $1 AND tenant_id = $2', [nodeId, tenantId]);
-    if (node.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such node', { details: { path: ['nodeId'] } });
+    const node = await getNode(tx, nodeId, { tenantId });
+    if (!node) throw new ComputeError('NOT_FOUND', 'no such node', { details: { path: ['nodeId'] } });
   }
   const id = newId('tok');
   const secret = randomBytes(32).toString('base64url');

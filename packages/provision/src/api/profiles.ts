@@ -16,6 +16,7 @@ import {
   resourceNotFound,
   type SqlExecutor,
 } from '@better-compute/core';
+import { getNode } from '@better-compute/core/nodes';
 import * as v from 'valibot';
 import { checkProfile } from '../define/define-profile';
 import type { Profile, StepRunsOn } from '../define/types';
@@ -200,13 +201,9 @@ function withIssues(error: unknown): unknown {
 }
 
 async function nodeLabels(sql: SqlExecutor, tenantId: string, nodeId: string): Promise<Labels> {
-  const { rows } = await sql.query<{ labels: Labels | null }>(
-    'SELECT labels FROM nodes WHERE id = $1 AND tenant_id = $2',
-    [nodeId, tenantId],
-  );
-  const row = rows[0];
-  if (!row) throw resourceNotFound('compute-node', ['nodeId']);
-  return row.labels ?? {};
+  const node = await getNode(sql, nodeId, { tenantId });
+  if (!node) throw resourceNotFound('compute-node', ['nodeId']);
+  return node.labels ?? {};
 }
 
 function renderSteps(profile: Profile, steps: readonly ExpandedStep[], labels: Labels | undefined): RenderedStep[] {

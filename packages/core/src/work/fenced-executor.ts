@@ -37,7 +37,7 @@ export async function assertLeaseHeld(tx: SqlExecutor, lease: ShardLease): Promi
 
 /**
  * The lease a reconciler's `sql` works under: set when it is a worker's {@link FencedExecutor}, undefined otherwise.
- * A caller that writes in one autocommitted statement (no `transaction`) fences it itself with {@link leaseFenceSql}.
+ * `commit` reads it to fence the one autocommitted statement it writes (no `transaction`).
  *
  * @example
  * ```ts

@@ -1,139 +1,16 @@
 import type { ModuleContext, Reconciler } from '@better-compute/core';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
-import { advanceWorkflow } from './advance';
-import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import { WORKFLOW_WORK_KIND } from './constants';
-import type { Decision, RunRequest } from './decision';
-import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Plan, PlanDraft } from './plan';
-import { type RunOutcome, runControlPlaneStep } from './run-step';
+import { type EndedRun, planPass, writePass } from './plan-pass';
+import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { TransientBackoff } from './transient-backoff';
-import { type EngineEnv, failStep, succeedStep } from './transitions';
+import type { EngineEnv } from './transitions';
 import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readActiveWorkflow } from './workflow-rows';
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
-// A transition needs at most a site agent, an agent session and a refused send before it decides.
-const MAX_READS_PER_TRANSITION = 8;
-
-/** A control-plane step's run that ended and waits to be settled. */
-interface EndedRun {
-  request: RunRequest;
-  outcome: Extract<RunOutcome, { kind: 'succeeded' | 'failed' }>;
-}
-
-/**
- * Settles a control-plane step's run, only if the step is still `running` with the same attempt (an abort, a timeout
- * or another run may have settled it meanwhile).
- */
-function settleRun(snapshot: LoadedWorkflow, run: EndedRun, now: Date): PlanDraft | undefined {
-  const { request, outcome } = run;
-  if (snapshot.workflow.id !== request.workflowId) return undefined;
-  const draft = new PlanDraft(snapshot);
-  const step = draft.steps.find((s) => s.stepId === request.stepId);
-  if (step?.state !== 'running' || step.attempt !== request.attempt) return undefined;
-  if (outcome.kind === 'succeeded') succeedStep(draft, step, outcome.result, now);
-  else failStep(draft, step, outcome.error, now);
-  return draft;
-}
-
-/** What planning without a transaction came to. */
-type Planned =
-  /** A decision and the plan to write for it; `before` is the plan and snapshot without the last transition. */
-  | {
-      kind: 'decided';
-      decision: Decision;
-      plan: Plan;
-      next: LoadedWorkflow;
-      before: { plan: Plan; state: LoadedWorkflow };
-      transitions: number;
-    }
-  /** The next transition needs a transaction; `plan` is what comes before it, leaving `state`. */
-  | { kind: 'needs-transaction'; plan: Plan; state: LoadedWorkflow; transitions: number };
-
-/**
- * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing outside the workflow
- * is needed (skips, the next control-plane step started, a node step's command, the workflow finished).
- */
-async function plan(
-  env: EngineEnv,
-  snapshot: LoadedWorkflow,
-  run: EndedRun | undefined,
-  budget: number,
-  now: Date,
-  stageCommands: boolean,
-): Promise<Planned> {
-  let acc = emptyPlan(snapshot.workflow);
-  let state = snapshot;
-  const settled = run ? settleRun(snapshot, run, now) : undefined;
-  if (settled) {
-    acc = settled.plan();
-    state = settled.snapshot();
-  }
-  let transitions = 0;
-  while (transitions < budget) {
-    transitions += 1;
-    const t = await advanceWorkflow(env, state, {}, now);
-    if ('needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands)) {
-      return { kind: 'needs-transaction', plan: acc, state, transitions: transitions - 1 };
-    }
-    const merged = mergePlans(acc, t.plan);
-    if (t.decision.kind !== 'continue') {
-      return {
-        kind: 'decided',
-        decision: t.decision,
-        plan: merged,
-        next: t.next,
-        before: { plan: acc, state },
-        transitions,
-      };
-    }
-    acc = merged;
-    state = t.next;
-  }
-  const before = { plan: acc, state };
-  return { kind: 'decided', decision: { kind: 'continue' }, plan: acc, next: state, before, transitions };
-}
-
-/**
- * One transition in a transaction, for what a plan cannot do on its own. The planned writes go first, guarded like a
- * plan's (with none, just the revision bump): either way the workflow row is locked from there, so the snapshot is
- * current. The transition then decides on it, reading what it needs, and its plan is written. Undefined when the
- * snapshot was stale: nothing was written.
- */
-async function transitionInTransaction(
-  env: EngineEnv,
-  revision: number,
-  planned: Plan,
-  state: LoadedWorkflow,
-  now: Date,
-): Promise<{ decision: Decision; next: LoadedWorkflow } | undefined> {
-  return env.ctx.sql.transaction(async (tx) => {
-    // The transaction is fenced already (the worker's executor checks the lease when it begins).
-    const locked = await commitPlan(env, planned, now, { tx, guard: { revision } });
-    if (locked.status !== 'committed') return undefined;
-    const current = { ...state, workflow: { ...state.workflow, revision: locked.revision } };
-    let known: Known = {};
-    for (let reads = 0; reads < MAX_READS_PER_TRANSITION; reads += 1) {
-      const t = await advanceWorkflow(env, current, known, now);
-      if ('needs' in t) {
-        known = { ...known, ...(await readNeed(tx, env, t.needs, now)) };
-        continue;
-      }
-      if (isEmptyPlan(t.plan)) return { decision: t.decision, next: t.next };
-      const written = await commitPlan(env, t.plan, now, { tx });
-      if (written.status === 'refused') {
-        known = { ...known, sendRefused: written.error };
-        continue;
-      }
-      if (written.status !== 'committed') return undefined;
-      t.next.workflow.revision = written.revision;
-      return { decision: t.decision, next: t.next };
-    }
-    throw new Error(`workflow ${state.workflow.id}: a transition kept asking for reads`);
-  });
-}
 
 function requeueAt(ctx: ModuleContext, at: number) {
   return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
@@ -178,45 +55,19 @@ export function workflowReconciler(
       if (snapshot === undefined) snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
       if (snapshot === null) return undefined;
       const now = ctx.clock.now();
-      const revision = snapshot.workflow.revision;
-      const planned = await plan(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
-      let decided: { decision: Decision; next: LoadedWorkflow } | undefined;
-      let requeueWritten = false;
-      let inTransaction = planned.kind === 'needs-transaction' ? planned : undefined;
-      if (planned.kind === 'decided' && isEmptyPlan(planned.plan)) {
-        decided = { decision: planned.decision, next: planned.next };
-      } else if (planned.kind === 'decided') {
-        // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
-        const { decision } = planned;
-        const requeue =
-          decision.kind === 'wait' && ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key
-            ? decision.until
-            : undefined;
-        const written = await commitPlan(env, planned.plan, now, {
-          guard: { revision },
-          ...(requeue ? { requeue } : {}),
-        });
-        if (written.status === 'committed') {
-          planned.next.workflow.revision = written.revision;
-          decided = { decision, next: planned.next };
-          requeueWritten = written.requeued;
-        } else if (written.status !== 'stale') {
-          // The command could not be written by one statement (policies, its key taken, refused): nothing was
-          // written; what came before it is written in a transaction, and the command sent there.
-          stageCommands = false;
-          const { before } = planned;
-          inTransaction = { kind: 'needs-transaction', ...before, transitions: planned.transitions - 1 };
-        }
+      const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
+      // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
+      const waits = planned.kind === 'decided' && planned.decision.kind === 'wait' ? planned.decision.until : undefined;
+      const requeue = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key ? waits : undefined;
+      let written: Awaited<ReturnType<typeof writePass>>;
+      try {
+        written = await writePass(env, planned, snapshot.workflow.revision, now, requeue);
+      } catch (error) {
+        snapshot = undefined;
+        throw error;
       }
-      if (inTransaction) {
-        try {
-          decided = await transitionInTransaction(env, revision, inTransaction.plan, inTransaction.state, now);
-        } catch (error) {
-          snapshot = undefined;
-          throw error;
-        }
-      }
-      if (decided === undefined) {
+      stageCommands &&= written.stageCommands;
+      if (written.kind === 'stale') {
         // Stale: something changed the workflow (a verb, the node's labels) since it was read. An ended run is
         // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
         // pass's budget, so a workflow changed without pause cannot hold the worker.
@@ -224,10 +75,10 @@ export function workflowReconciler(
         transitions += 1;
         continue;
       }
-      snapshot = decided.next;
+      snapshot = written.next;
       run = undefined;
-      transitions += Math.max(1, (inTransaction ?? planned).transitions);
-      const { decision } = decided;
+      transitions += Math.max(1, written.transitions);
+      const { decision, requeueWritten } = written;
       if (decision.kind === 'idle') return undefined;
       if (decision.kind === 'wait') {
         const result = requeueAt(ctx, decision.until.getTime());

@@ -31,7 +31,7 @@ export const workflows = pgTable(
     startedAt: tstz('started_at'),
     finishedAt: tstz('finished_at'),
     // Bumped by every change to the workflow or its steps: the reconciler writes from what it last read only while
-    // the revision it read is still current (see engine/flush-writes.ts).
+    // the revision it read is still current (see engine/commit-plan.ts).
     revision: bigint('revision', { mode: 'number' }).notNull().default(0),
   },
   (t) => [

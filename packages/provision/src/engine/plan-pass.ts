@@ -1,0 +1,189 @@
+import { advanceWorkflow } from './advance';
+import { commitPlan, needsTransaction, readNeed } from './commit-plan';
+import type { Decision, RunRequest } from './decision';
+import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Plan, PlanDraft } from './plan';
+import type { RunOutcome } from './run-step';
+import type { EngineEnv } from './transitions';
+import { failStep, succeedStep } from './transitions';
+import type { LoadedWorkflow } from './workflow-rows';
+
+// A transition needs at most a site agent, an agent session and a refused send before it decides.
+const MAX_READS_PER_TRANSITION = 8;
+
+/** A control-plane step's run that ended and waits to be settled. */
+export interface EndedRun {
+  request: RunRequest;
+  outcome: Extract<RunOutcome, { kind: 'succeeded' | 'failed' }>;
+}
+
+/**
+ * Settles a control-plane step's run, only if the step is still `running` with the same attempt (an abort, a timeout
+ * or another run may have settled it meanwhile).
+ */
+function settleRun(snapshot: LoadedWorkflow, run: EndedRun, now: Date): PlanDraft | undefined {
+  const { request, outcome } = run;
+  if (snapshot.workflow.id !== request.workflowId) return undefined;
+  const draft = new PlanDraft(snapshot);
+  const step = draft.steps.find((s) => s.stepId === request.stepId);
+  if (step?.state !== 'running' || step.attempt !== request.attempt) return undefined;
+  if (outcome.kind === 'succeeded') succeedStep(draft, step, outcome.result, now);
+  else failStep(draft, step, outcome.error, now);
+  return draft;
+}
+
+/** What planning without a transaction came to. */
+export type Planned =
+  /** A decision and the plan to write for it; `before` is the plan and snapshot without the last transition. */
+  | {
+      kind: 'decided';
+      decision: Decision;
+      plan: Plan;
+      next: LoadedWorkflow;
+      before: { plan: Plan; state: LoadedWorkflow };
+      transitions: number;
+    }
+  /** The next transition needs a transaction; `plan` is what comes before it, leaving `state`. */
+  | { kind: 'needs-transaction'; plan: Plan; state: LoadedWorkflow; transitions: number };
+
+/**
+ * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing outside the workflow
+ * is needed (skips, the next control-plane step started, a node step's command, the workflow finished).
+ *
+ * @example
+ * ```ts
+ * const planned = await planPass(env, snapshot, run, 200, ctx.clock.now(), true);
+ * ```
+ */
+export async function planPass(
+  env: EngineEnv,
+  snapshot: LoadedWorkflow,
+  run: EndedRun | undefined,
+  budget: number,
+  now: Date,
+  stageCommands: boolean,
+): Promise<Planned> {
+  let acc = emptyPlan(snapshot.workflow);
+  let state = snapshot;
+  const settled = run ? settleRun(snapshot, run, now) : undefined;
+  if (settled) {
+    acc = settled.plan();
+    state = settled.snapshot();
+  }
+  let transitions = 0;
+  while (transitions < budget) {
+    transitions += 1;
+    const t = await advanceWorkflow(env, state, {}, now);
+    if ('needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands)) {
+      return { kind: 'needs-transaction', plan: acc, state, transitions: transitions - 1 };
+    }
+    const merged = mergePlans(acc, t.plan);
+    if (t.decision.kind !== 'continue') {
+      return {
+        kind: 'decided',
+        decision: t.decision,
+        plan: merged,
+        next: t.next,
+        before: { plan: acc, state },
+        transitions,
+      };
+    }
+    acc = merged;
+    state = t.next;
+  }
+  const before = { plan: acc, state };
+  return { kind: 'decided', decision: { kind: 'continue' }, plan: acc, next: state, before, transitions };
+}
+
+/**
+ * One transition in a transaction, for what a plan cannot do on its own. The planned writes go first, guarded like a
+ * plan's (with none, just the revision bump): either way the workflow row is locked from there, so the snapshot is
+ * current. The transition then decides on it, reading what it needs, and its plan is written. Undefined when the
+ * snapshot was stale: nothing was written.
+ */
+async function transitionInTransaction(
+  env: EngineEnv,
+  revision: number,
+  planned: Plan,
+  state: LoadedWorkflow,
+  now: Date,
+): Promise<{ decision: Decision; next: LoadedWorkflow } | undefined> {
+  return env.ctx.sql.transaction(async (tx) => {
+    // The transaction is fenced already (the worker's executor checks the lease when it begins).
+    const locked = await commitPlan(env, planned, now, { tx, guard: { revision } });
+    if (locked.status !== 'committed') return undefined;
+    const current = { ...state, workflow: { ...state.workflow, revision: locked.revision } };
+    let known: Known = {};
+    for (let reads = 0; reads < MAX_READS_PER_TRANSITION; reads += 1) {
+      const t = await advanceWorkflow(env, current, known, now);
+      if ('needs' in t) {
+        known = { ...known, ...(await readNeed(tx, env, t.needs, now)) };
+        continue;
+      }
+      if (isEmptyPlan(t.plan)) return { decision: t.decision, next: t.next };
+      const written = await commitPlan(env, t.plan, now, { tx });
+      if (written.status === 'refused') {
+        known = { ...known, sendRefused: written.error };
+        continue;
+      }
+      if (written.status !== 'committed') return undefined;
+      t.next.workflow.revision = written.revision;
+      return { decision: t.decision, next: t.next };
+    }
+    throw new Error(`workflow ${state.workflow.id}: a transition kept asking for reads`);
+  });
+}
+
+/** What writing a pass's plan came to: the decision and the snapshot after it, or stale (nothing written). */
+export type PassWrite =
+  | { kind: 'written'; decision: Decision; next: LoadedWorkflow; requeueWritten: boolean; transitions: number }
+  | { kind: 'stale'; stageCommands: boolean };
+
+/**
+ * Writes what {@link planPass} planned from the snapshot at `revision`: nothing for an empty plan; one statement (which
+ * requeues the pass's own item `requeue` when the pass ends waiting) when it can; else, or when its command cannot be
+ * written by one statement, a transaction for the next transition. `stageCommands` comes back false once a command
+ * had to go through `enqueue`.
+ *
+ * @example
+ * ```ts
+ * const written = await writePass(env, planned, revision, now, requeueOf(planned));
+ * ```
+ */
+export async function writePass(
+  env: EngineEnv,
+  planned: Planned,
+  revision: number,
+  now: Date,
+  requeue: Date | undefined,
+): Promise<PassWrite & { stageCommands: boolean }> {
+  let inTransaction = planned.kind === 'needs-transaction' ? planned : undefined;
+  let stageCommands = true;
+  if (planned.kind === 'decided') {
+    const { decision, next } = planned;
+    if (isEmptyPlan(planned.plan)) {
+      return {
+        kind: 'written',
+        decision,
+        next,
+        requeueWritten: false,
+        transitions: planned.transitions,
+        stageCommands,
+      };
+    }
+    const written = await commitPlan(env, planned.plan, now, { guard: { revision }, ...(requeue ? { requeue } : {}) });
+    if (written.status === 'stale') return { kind: 'stale', stageCommands };
+    if (written.status === 'committed') {
+      next.workflow.revision = written.revision;
+      const { transitions } = planned;
+      return { kind: 'written', decision, next, requeueWritten: written.requeued, transitions, stageCommands };
+    }
+    // The command could not be written by one statement (policies, its key taken, refused): nothing was written;
+    // what came before it is written in a transaction, and the command sent there.
+    stageCommands = false;
+    inTransaction = { kind: 'needs-transaction', ...planned.before, transitions: planned.transitions - 1 };
+  }
+  const { plan, state, transitions } = inTransaction as Extract<Planned, { kind: 'needs-transaction' }>;
+  const decided = await transitionInTransaction(env, revision, plan, state, now);
+  if (!decided) return { kind: 'stale', stageCommands };
+  return { kind: 'written', ...decided, requeueWritten: false, transitions, stageCommands };
+}

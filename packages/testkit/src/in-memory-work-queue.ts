@@ -1,5 +1,4 @@
 import {
-  assertStorableText,
   type Clock,
   ComputeError,
   type SqlExecutor,
@@ -7,6 +6,7 @@ import {
   type WorkQueue,
   type WorkRequest,
 } from '@better-compute/core';
+import { checkWorkRequest } from '@better-compute/core/conformance';
 
 /**
  * One queued item of an {@link InMemoryWorkQueue}.
@@ -44,21 +44,6 @@ export interface InMemoryWorkQueue extends WorkQueue {
   takeDue(now?: Date): InMemoryWorkItem[];
   /** Forgets every item. */
   clear(): void;
-}
-
-const MAX_TEXT = 512;
-
-function requireText(value: unknown, field: 'kind' | 'key'): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_TEXT) {
-    throw new ComputeError(
-      'INVALID_INPUT',
-      `work ${field} must be a non-empty string of at most ${MAX_TEXT} characters`,
-      { details: { path: [field] } },
-    );
-  }
-  // As the kernel's queue: PostgreSQL cannot store a NUL or a lone surrogate.
-  assertStorableText(value, [field]);
-  return value;
 }
 
 function requireDate(value: unknown, path: string): Date {
@@ -107,20 +92,13 @@ export function createInMemoryWorkQueue(clock: Clock): InMemoryWorkQueue {
 
   return {
     async enqueue(_tx: SqlExecutor, request: WorkRequest): Promise<void> {
-      if (typeof request !== 'object' || request === null) {
-        throw new ComputeError('INVALID_INPUT', 'a work request must be an object', { details: { path: [] } });
-      }
-      const kind = requireText(request.kind, 'kind');
-      const key = requireText(request.key, 'key');
-      const notBefore = new Date(
-        request.notBefore === undefined ? clock.now() : requireDate(request.notBefore, 'notBefore'),
-      );
-      if (request.urgent !== undefined && typeof request.urgent !== 'boolean') {
-        throw new ComputeError('INVALID_INPUT', 'work urgent must be a boolean', { details: { path: ['urgent'] } });
-      }
+      // The kernel's own checks, so the fake refuses exactly what the real queue refuses.
+      const checked = checkWorkRequest(request, clock.now());
+      const { kind, key } = checked;
+      const notBefore = new Date(checked.notBefore);
       const existing = queued.get(id(kind, key));
       const earliest = existing && existing.notBefore.getTime() <= notBefore.getTime() ? existing.notBefore : notBefore;
-      const urgent = existing?.urgent === true || request.urgent === true;
+      const urgent = existing?.urgent === true || checked.urgent;
       queued.set(
         id(kind, key),
         urgent ? { kind, key, notBefore: earliest, urgent } : { kind, key, notBefore: earliest },

@@ -1,4 +1,5 @@
 export { checkNewCommand, requireText as requireCommandText } from '../commands/command-input';
+export { checkWorkRequest } from '../work/work-queue';
 export {
   type CommandQueueHarness,
   type CommandQueueSubject,

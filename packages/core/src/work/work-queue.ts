@@ -113,6 +113,32 @@ function requireUrgent(value: unknown): boolean {
 }
 
 /**
+ * Checks a work request as every work queue must (INVALID_INPUT naming the field): a kind and a key of 1 to 512
+ * characters PostgreSQL can store, `notBefore` a valid Date (`now` when omitted), `urgent` a boolean (false when
+ * omitted). The kernel's queue and the testkit's in-memory one share it, so they refuse alike.
+ *
+ * @example
+ * ```ts
+ * const { kind, key, notBefore, urgent } = checkWorkRequest({ kind: 'workflow', key: nodeId }, clock.now());
+ * ```
+ */
+export function checkWorkRequest(
+  request: unknown,
+  now: Date,
+): { kind: string; key: string; notBefore: Date; urgent: boolean } {
+  if (typeof request !== 'object' || request === null) {
+    throw new ComputeError('INVALID_INPUT', 'a work request must be an object', { details: { path: [] } });
+  }
+  const { kind, key, notBefore, urgent } = request as Partial<Record<keyof WorkRequest, unknown>>;
+  return {
+    kind: requireText(kind, 'kind'),
+    key: requireText(key, 'key'),
+    notBefore: notBefore === undefined ? now : requireDate(notBefore),
+    urgent: requireUrgent(urgent),
+  };
+}
+
+/**
  * The work queue. `enqueue(tx, { kind, key, notBefore? })` upserts one row per `(kind, key)`, keeping the earliest
  * `notBefore` (the Clock's now when omitted), in one statement inside the caller's transaction. An enqueue that
  * arrives while the item is being processed is never lost: the item stays due after the reconciler finishes. `urgent`
@@ -132,14 +158,8 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
   const { clock } = options;
   const queue: WorkQueue = {
     async enqueue(tx: SqlExecutor, request: WorkRequest): Promise<void> {
-      if (typeof request !== 'object' || request === null) {
-        throw new ComputeError('INVALID_INPUT', 'a work request must be an object', { details: { path: [] } });
-      }
-      const kind = requireText(request.kind, 'kind');
-      const key = requireText(request.key, 'key');
       const now = clock.now();
-      const notBefore = request.notBefore === undefined ? now : requireDate(request.notBefore);
-      const urgent = requireUrgent(request.urgent);
+      const { kind, key, notBefore, urgent } = checkWorkRequest(request, now);
       await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now, urgent]);
     },
   };

@@ -3,11 +3,12 @@ import type { CommandQueue, NewCommand } from '../commands/types';
 import { type ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
 import type { EventBus, NewEvent } from '../events/types';
+import { type Bind, bindParams } from '../sql/bind-params';
 import type { SqlExecutor } from '../sql/executor';
 import { isSqlError } from '../sql/sql-error';
 import { fencedError, leaseFenceParams, leaseFenceSql, leaseOf } from '../work/fenced-executor';
 import { requeueItemSql } from '../work/finish';
-import { type Bind, bindParams, checkChangeName } from './params';
+import { checkChangeName } from './params';
 
 /** What one change's SQL is built with. */
 export interface CommitChangeInput {

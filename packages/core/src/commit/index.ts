@@ -6,4 +6,3 @@ export {
   type CommitResult,
   commit,
 } from './commit';
-export { type Bind, bindParams } from './params';

@@ -1,3 +1,4 @@
+export { type Bind, bindParams } from './bind-params';
 export type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from './executor';
 export { type RetryOptions, transactionWithRetry } from './retry';
 export {

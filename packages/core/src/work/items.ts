@@ -1,3 +1,4 @@
+import { type Bind, bindParams } from '../sql/bind-params';
 import type { SqlExecutor } from '../sql/executor';
 import { URGENT_LEAD_MS } from './types';
 
@@ -105,27 +106,22 @@ export function claimDueItemsAndNext(db: SqlExecutor, filter: ClaimFilter): Prom
 
 async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): Promise<ClaimAndNext> {
   const routineLimit = Math.min(filter.limit, filter.routineLimit ?? filter.limit);
-  const params: unknown[] = [
-    filter.now,
-    [...(filter.busyKeys ?? [])],
-    filter.limit * 2,
-    filter.limit,
-    filter.claimant,
-    routineLimit * 2,
-    routineLimit,
-  ];
-  let scope = 'NOT (w.key = ANY($2::text[]))';
-  if (filter.shards) {
-    params.push([...filter.shards]);
-    scope += ` AND w.shard = ANY($${params.length}::int[])`;
-  }
-  const where = `w.not_before <= $1 AND ${scope}`;
+  const { bind, params } = bindParams();
+  const now = bind(filter.now);
+  const busyKeys = bind([...(filter.busyKeys ?? [])]);
+  const urgentRead = bind(filter.limit * 2);
+  const limit = bind(filter.limit);
+  const claimant = bind(filter.claimant);
+  const routineRead = bind(routineLimit * 2);
+  const routineCap = bind(routineLimit);
+  let scope = `NOT (w.key = ANY(${busyKeys}::text[]))`;
+  if (filter.shards) scope += ` AND w.shard = ANY(${bind([...filter.shards])}::int[])`;
+  const where = `w.not_before <= ${now} AND ${scope}`;
   // The lease check applies to what was picked, not while picking: as a join it made the planner read and sort the
   // whole backlog instead of walking the index to the limit.
   let held = 'TRUE';
   if (filter.leaseHolder !== undefined) {
-    params.push(filter.leaseHolder);
-    held = `EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = r.shard AND l.worker_id = $${params.length})`;
+    held = `EXISTS (SELECT 1 FROM shard_leases l WHERE l.shard = r.shard AND l.worker_id = ${bind(filter.leaseHolder)})`;
   }
   const distinct = filter.distinctKeys ?? true;
   // The next due item: a row of its own after the claimed ones, read in the statement's snapshot, where the claimed
@@ -136,7 +132,7 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
          WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1),
          NULL, NULL`
     : '';
-  const preload = preloadColumns(filter.preload, params);
+  const preload = preloadColumns(filter.preload, bind);
   // set_config(…, true) lasts until the end of the statement's own transaction and is read when that commits. It is
   // a one-time filter of the first candidates' scan, which every claim runs.
   const relaxed = filter.relaxedCommit
@@ -150,17 +146,17 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // not chosen are free again when the statement ends. Urgent items are ordered as if due URGENT_LEAD_MS earlier:
   // each kind is read in not_before order from an index of its own (so a claim reads about the limit, whatever the
   // backlog) and the two are merged; the global first `limit` are among the first 2 × limit of their kind. Routine
-  // items are capped at $7 (read: twice that, $6).
+  // items are capped at `routineCap` (read: twice that).
   const { rows } = await db.query<ItemRow>(
     `WITH ${relaxed.cte} urgent_candidates AS (
        SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order,
          true AS urgent
        FROM work_items w WHERE ${where} AND w.urgent ${relaxed.condition}
-       ORDER BY w.not_before, w.kind, w.key LIMIT $3 FOR UPDATE OF w SKIP LOCKED
+       ORDER BY w.not_before, w.kind, w.key LIMIT ${urgentRead} FOR UPDATE OF w SKIP LOCKED
      ), routine_candidates AS (
        SELECT w.kind, w.key, w.shard, w.not_before AS claim_order, false AS urgent
        FROM work_items w WHERE ${where} AND NOT w.urgent
-       ORDER BY w.not_before, w.kind, w.key LIMIT $6 FOR UPDATE OF w SKIP LOCKED
+       ORDER BY w.not_before, w.kind, w.key LIMIT ${routineRead} FOR UPDATE OF w SKIP LOCKED
      ), candidates AS (
        SELECT * FROM urgent_candidates UNION ALL SELECT * FROM routine_candidates
      ), ranked AS (
@@ -172,10 +168,10 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
          row_number() OVER (PARTITION BY urgent ORDER BY claim_order, kind, key) AS nth_of_class
        FROM ranked WHERE nth = 1
      ), chosen AS (
-       SELECT kind, key, claim_order, urgent FROM firsts WHERE urgent OR nth_of_class <= $7
-       ORDER BY claim_order, kind, key LIMIT $4
+       SELECT kind, key, claim_order, urgent FROM firsts WHERE urgent OR nth_of_class <= ${routineCap}
+       ORDER BY claim_order, kind, key LIMIT ${limit}
      ), claimed AS (
-       UPDATE work_items w SET claimed_by = $5, claimed_at = $1, enqueued_not_before = NULL, urgent = false
+       UPDATE work_items w SET claimed_by = ${claimant}, claimed_at = ${now}, enqueued_not_before = NULL, urgent = false
        FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order, c.urgent
      )
@@ -215,14 +211,11 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
  */
 function preloadColumns(
   preload: ReadonlyMap<string, (key: string) => string> | undefined,
-  params: unknown[],
+  bind: Bind,
 ): { columns: string; join: string } {
   if (!preload || preload.size === 0)
     return { columns: 'NULL::boolean AS preload_ok, NULL::json AS preloaded', join: '' };
-  const branches = [...preload].map(([kind, build]) => {
-    params.push(kind);
-    return `WHEN c.kind = $${params.length} THEN to_json(${build('c.key')})`;
-  });
+  const branches = [...preload].map(([kind, build]) => `WHEN c.kind = ${bind(kind)} THEN to_json(${build('c.key')})`);
   return {
     columns: `p.ok AS preload_ok, CASE WHEN NOT p.ok THEN NULL ${branches.join(' ')} END AS preloaded`,
     join: `CROSS JOIN LATERAL (SELECT coalesce((SELECT s.seq FROM work_items s

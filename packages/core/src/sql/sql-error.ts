@@ -31,6 +31,9 @@ const REASON_BY_SQLSTATE: Record<string, SqlErrorReason> = {
   '57P01': 'connection-lost', // admin_shutdown
   '57P02': 'connection-lost', // crash_shutdown
   '57P03': 'connection-lost', // cannot_connect_now
+  // The server ended the session for sitting idle (in a transaction, or at all): the connection is gone.
+  '25P03': 'connection-lost', // idle_in_transaction_session_timeout
+  '57P05': 'connection-lost', // idle_session_timeout
   '22P02': 'invalid-input',
   '22007': 'invalid-input',
   '22008': 'invalid-input',

@@ -77,6 +77,16 @@ const refusesPort: CommandKindDefinition = {
 };
 
 /**
+ * The command kinds the behaviour suite registers, for a suite of a queue's own that needs the same ones.
+ *
+ * @example
+ * ```ts
+ * const kinds = createCommandKindRegistry([CONFORMANCE_COMMAND_KINDS.reboot]);
+ * ```
+ */
+export const CONFORMANCE_COMMAND_KINDS = Object.freeze({ reboot, kexec, passThrough, refusesPort });
+
+/**
  * The command queue's behaviour through the {@link CommandQueue} port alone (enqueue, get, findByKey, cancel, lazy
  * expiry, wakes, settling through the agent's side), for any implementation: the kernel's queue runs it on each
  * backend, the testkit's in-memory queue runs it too, so the two cannot drift. What needs SQL or a transaction

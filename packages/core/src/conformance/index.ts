@@ -1,6 +1,7 @@
 export { checkNewCommand, requireText as requireCommandText } from '../commands/command-input';
 export { checkWorkRequest } from '../work/work-queue';
 export {
+  CONFORMANCE_COMMAND_KINDS,
   type CommandQueueHarness,
   type CommandQueueSubject,
   defineCommandQueueBehaviour,

@@ -9,10 +9,9 @@ import {
   type StagedCommand,
 } from '../../src/commands';
 import { stagedCommandInsertSql, stagedCommandParam } from '../../src/commands/staged-command';
-import { defineCommandQueueBehaviour } from '../../src/conformance';
+import { CONFORMANCE_COMMAND_KINDS, defineCommandQueueBehaviour } from '../../src/conformance';
 import { ComputeError } from '../../src/errors';
 import { newId } from '../../src/ids';
-import { field, manifest } from '../../src/manifest';
 import { isSqlError, type SqlExecutor } from '../../src/sql';
 import type { WorkQueue } from '../../src/work';
 import type { ScratchDatabase } from '../support/databases';
@@ -67,29 +66,8 @@ async function wakes(db: SqlExecutor): Promise<string[]> {
   return rows.map((r) => `${r.kind}/${r.key}`);
 }
 
-const reboot: CommandKindDefinition = { name: 'node.reboot', payload: manifest({}) };
-const kexec: CommandKindDefinition = {
-  name: 'boot.kexec',
-  payload: manifest({ kernel: field.string(), args: field.array(field.string()).default([]) }),
-  destructive: true,
-  selfTerminating: true,
-};
-
-// Plain Standard Schemas validating asynchronously, as any library's may: one passes anything through, one refuses.
-const passThrough: CommandKindDefinition = {
-  name: 'test.raw',
-  payload: { '~standard': { version: 1, vendor: 'test', validate: async (value: unknown) => ({ value }) } },
-};
-const refusesPort: CommandKindDefinition = {
-  name: 'test.port',
-  payload: {
-    '~standard': {
-      version: 1,
-      vendor: 'test',
-      validate: async () => ({ issues: [{ message: 'port must be a number', path: [{ key: 'port' }] }] }),
-    },
-  },
-};
+// The same kinds as the shared behaviour suite registers.
+const { reboot, kexec, passThrough, refusesPort } = CONFORMANCE_COMMAND_KINDS;
 
 /** The command queue contract, run once per backend. */
 export function defineCommandQueueConformance(create: () => Promise<ScratchDatabase>): void {

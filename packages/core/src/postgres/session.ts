@@ -102,10 +102,52 @@ export class PostgresSession implements SqlDatabase {
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
+    const limit = this.limits.queryTimeoutMs;
+    const run = (tx: TransactionSql) => fn(new PostgresTransaction(tx, this.limits));
     try {
-      return (await this.client.begin((tx) => fn(new PostgresTransaction(tx, this.limits)))) as T;
+      if (limit === 0) return (await this.client.begin(run)) as T;
+      return await this.#boundedTransaction(run, limit);
     } catch (err) {
       throw classifyDriverError(err);
+    }
+  }
+
+  /**
+   * BEGIN (with the wait for a connection) and COMMIT are the driver's own statements, outside runQuery's limit: each
+   * must answer within `limit` too, or the caller (a worker's key) would wait on a silent connection without end. The
+   * callback itself runs as long as it likes; its statements have their own limit.
+   */
+  async #boundedTransaction<T>(run: (tx: TransactionSql) => Promise<T>, limit: number): Promise<T> {
+    let abandoned = false;
+    let timer: NodeJS.Timeout | undefined;
+    let giveUp: (error: SqlError) => void = () => undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      giveUp = reject;
+    });
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        abandoned = true;
+        giveUp(noAnswer(limit));
+      }, limit);
+    };
+    arm();
+    const work = this.client.begin(async (tx) => {
+      // Began after the caller was told it failed: roll back, nothing of it may commit.
+      if (abandoned) throw noAnswer(limit);
+      clearTimeout(timer);
+      try {
+        return await run(tx);
+      } finally {
+        arm();
+      }
+    });
+    work.catch(() => undefined);
+    timedOut.catch(() => undefined);
+    try {
+      return (await Promise.race([work, timedOut])) as T;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

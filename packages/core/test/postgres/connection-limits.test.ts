@@ -113,6 +113,28 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
     }
   });
 
+  it('gives up on a transaction whose BEGIN gets no answer after queryTimeoutMs, and runs nothing of it', async () => {
+    const proxy = await silentableProxy(new URL(scratch.url ?? ''));
+    try {
+      const url = new URL(scratch.url ?? '');
+      url.host = `127.0.0.1:${proxy.port}`;
+      const db = open({ statementTimeoutMs: 0, queryTimeoutMs: 300, connectTimeoutMs: 300 }, url.toString());
+      expect((await db.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
+      proxy.silence();
+      let ran = false;
+      const error = await db
+        .transaction(async (tx) => {
+          ran = true;
+          await tx.query('SELECT 2');
+        })
+        .catch((err: unknown) => err);
+      expect(isSqlError(error, 'connection-lost')).toBe(true);
+      expect(ran).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('refuses a limit that is not a whole number of milliseconds, and a query timeout the server would not beat', () => {
     const url = scratch.url;
     expect(() => createPostgresDatabase({ url, connectTimeoutMs: -1 })).toThrowError(

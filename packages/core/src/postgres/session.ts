@@ -7,7 +7,10 @@ type AnySql = Sql | TransactionSql;
 
 /** What every statement of a session is held to. */
 export interface PostgresSessionLimits {
-  /** No answer after this long: the statement is cancelled and fails `connection-lost`. 0: no limit. */
+  /**
+   * No answer after this long: the caller gets `connection-lost` (the statement is not cancelled from the client; the
+   * server's `statement_timeout` ends one that is merely slow). 0: no limit.
+   */
   queryTimeoutMs: number;
 }
 
@@ -18,13 +21,44 @@ function noAnswer(ms: number): SqlError {
   });
 }
 
+/**
+ * Fails a wait with {@link noAnswer} once `ms` pass after the last `arm()`. No cancel request goes to the server: it
+ * needs a connection of its own, and postgres.js leaves a failed one to an unhandled rejection.
+ */
+class AnswerTimer {
+  readonly timedOut: Promise<never>;
+  /** The limit ran out: whatever answers later was given up on. */
+  expired = false;
+  #timer: NodeJS.Timeout | undefined;
+  #fail: (error: SqlError) => void = () => undefined;
+
+  constructor(private readonly ms: number) {
+    this.timedOut = new Promise<never>((_, reject) => {
+      this.#fail = reject;
+    });
+    this.timedOut.catch(() => undefined);
+  }
+
+  arm(): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.expired = true;
+      this.#fail(noAnswer(this.ms));
+    }, this.ms);
+  }
+
+  clear(): void {
+    clearTimeout(this.#timer);
+  }
+}
+
 async function runQuery<R>(
   sql: AnySql,
   text: string,
   params: readonly unknown[] | undefined,
   limits: PostgresSessionLimits,
 ): Promise<QueryResult<R>> {
-  let timer: NodeJS.Timeout | undefined;
+  const answer = limits.queryTimeoutMs > 0 ? new AnswerTimer(limits.queryTimeoutMs) : undefined;
   try {
     // Statements with parameters are the kernel's fixed hot-path texts: preparing them saves a parse and plan per
     // call. Statements without (DDL, savepoints with generated names) stay unnamed, so the per-connection cache of
@@ -32,26 +66,13 @@ async function runQuery<R>(
     const prepare = params !== undefined && params.length > 0;
     // biome-ignore lint/suspicious/noExplicitAny: postgres.js types parameters as its own serializable union
     const pending = sql.unsafe(text, params ? ([...params] as any[]) : undefined, { prepare });
-    const { queryTimeoutMs } = limits;
-    const answered =
-      queryTimeoutMs > 0
-        ? Promise.race([
-            pending,
-            new Promise<never>((_, reject) => {
-              // No cancel request: it needs a connection of its own, and postgres.js leaves a failed one to an
-              // unhandled rejection; the server's statement_timeout ends a statement that is merely slow.
-              timer = setTimeout(() => {
-                reject(noAnswer(queryTimeoutMs));
-              }, queryTimeoutMs);
-            }),
-          ])
-        : pending;
-    const result = await answered;
+    answer?.arm();
+    const result = await (answer ? Promise.race([pending, answer.timedOut]) : pending);
     return { rows: [...result] as R[], rowCount: result.count ?? result.length };
   } catch (err) {
     throw toSqlError(err);
   } finally {
-    clearTimeout(timer);
+    answer?.clear();
   }
 }
 
@@ -118,36 +139,23 @@ export class PostgresSession implements SqlDatabase {
    * callback itself runs as long as it likes; its statements have their own limit.
    */
   async #boundedTransaction<T>(run: (tx: TransactionSql) => Promise<T>, limit: number): Promise<T> {
-    let abandoned = false;
-    let timer: NodeJS.Timeout | undefined;
-    let giveUp: (error: SqlError) => void = () => undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      giveUp = reject;
-    });
-    const arm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => {
-        abandoned = true;
-        giveUp(noAnswer(limit));
-      }, limit);
-    };
-    arm();
+    const answer = new AnswerTimer(limit);
+    answer.arm();
     const work = this.client.begin(async (tx) => {
       // Began after the caller was told it failed: roll back, nothing of it may commit.
-      if (abandoned) throw noAnswer(limit);
-      clearTimeout(timer);
+      if (answer.expired) throw noAnswer(limit);
+      answer.clear();
       try {
         return await run(tx);
       } finally {
-        arm();
+        answer.arm();
       }
     });
     work.catch(() => undefined);
-    timedOut.catch(() => undefined);
     try {
-      return (await Promise.race([work, timedOut])) as T;
+      return (await Promise.race([work, answer.timedOut])) as T;
     } finally {
-      clearTimeout(timer);
+      answer.clear();
     }
   }
 

@@ -45,6 +45,17 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
     return db;
   };
 
+  /** A handle with a 300 ms answer limit whose one connection answered once, then went silent. */
+  const silencedHandle = async () => {
+    const proxy = await silentableProxy(new URL(scratch.url ?? ''));
+    const url = new URL(scratch.url ?? '');
+    url.host = `127.0.0.1:${proxy.port}`;
+    const db = open({ statementTimeoutMs: 0, queryTimeoutMs: 300, connectTimeoutMs: 300 }, url.toString());
+    expect((await db.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
+    proxy.silence();
+    return { db, proxy };
+  };
+
   beforeAll(async () => {
     scratch = await scratchPostgres();
   });
@@ -98,13 +109,8 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
   });
 
   it('gives up on a statement whose connection went silent after queryTimeoutMs, as a lost connection', async () => {
-    const proxy = await silentableProxy(new URL(scratch.url ?? ''));
+    const { db, proxy } = await silencedHandle();
     try {
-      const url = new URL(scratch.url ?? '');
-      url.host = `127.0.0.1:${proxy.port}`;
-      const db = open({ statementTimeoutMs: 0, queryTimeoutMs: 300, connectTimeoutMs: 300 }, url.toString());
-      expect((await db.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
-      proxy.silence();
       const error = await db.query('SELECT 2').catch((err: unknown) => err);
       expect(isSqlError(error, 'connection-lost')).toBe(true);
       expect((error as Error).message).toBe('no answer from the database within 300 ms');
@@ -114,13 +120,8 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
   });
 
   it('gives up on a transaction whose BEGIN gets no answer after queryTimeoutMs, and runs nothing of it', async () => {
-    const proxy = await silentableProxy(new URL(scratch.url ?? ''));
+    const { db, proxy } = await silencedHandle();
     try {
-      const url = new URL(scratch.url ?? '');
-      url.host = `127.0.0.1:${proxy.port}`;
-      const db = open({ statementTimeoutMs: 0, queryTimeoutMs: 300, connectTimeoutMs: 300 }, url.toString());
-      expect((await db.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
-      proxy.silence();
       let ran = false;
       const error = await db
         .transaction(async (tx) => {

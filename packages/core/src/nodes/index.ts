@@ -5,6 +5,7 @@ export {
   getNode,
   type NewNode,
   type NodeRow,
+  setNodeFacts,
   setNodeHostSection,
   setNodeLabels,
   setNodeObservedGeneration,

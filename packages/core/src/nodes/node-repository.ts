@@ -2,6 +2,7 @@ import { getTableColumns } from 'drizzle-orm';
 import { requireText } from '../commands/command-input';
 import { ComputeError, type ErrorPath } from '../errors';
 import { newId } from '../ids';
+import { checkJson } from '../json/check-json';
 import { findUnstorableText } from '../json/storable-text';
 import { type Labels, validateLabels } from '../labels';
 import { nodes } from '../schema/tenancy';
@@ -170,6 +171,31 @@ export async function setNodeLabels(
 ): Promise<NodeRow | undefined> {
   const checked = validateLabels(labels, ['labels'], 'INVALID_INPUT');
   return updateOne(sql, 'labels = $3::jsonb', nodeId, now, [JSON.stringify(checked)]);
+}
+
+/**
+ * Replaces what is known about a node (`facts`: metal's hardware inventory, for one), leaving its labels, spec and
+ * generation alone. `facts` must be a plain JSON object PostgreSQL can store: anything else (an array, a Date, a NUL
+ * or a lone surrogate in a string or key, …) is INVALID_INPUT at its path under `['facts']`, and nothing is written.
+ * Returns the updated row, or undefined when there is no such node.
+ *
+ * @example
+ * ```ts
+ * await setNodeFacts(tx, nodeId, { gpus: [{ model: 'H100', memoryMiB: 81_559 }], cpu: { cores: 96 } }, clock.now());
+ * ```
+ */
+export async function setNodeFacts(
+  sql: SqlExecutor,
+  nodeId: string,
+  facts: Record<string, unknown>,
+  now: Date,
+): Promise<NodeRow | undefined> {
+  if (typeof facts !== 'object' || facts === null || Array.isArray(facts)) {
+    throw invalid(['facts'], 'facts must be a JSON object');
+  }
+  const issue = checkJson(facts, ['facts']);
+  if (issue) throw invalid(issue.path, `${issue.path.join('.')}: ${issue.message}`);
+  return updateOne(sql, 'facts = $3::jsonb', nodeId, now, [JSON.stringify(facts)]);
 }
 
 /**

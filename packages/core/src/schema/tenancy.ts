@@ -38,6 +38,8 @@ export const nodes = pgTable(
     // The lifecycle state a provisioning module keeps (metal: enrolling, available, deployed, …); null for site agents.
     provisionState: text('provision_state'),
     labels: jsonb('labels').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
+    // What was learned about the node (metal: its hardware inventory); a JSON object, `{}` until something is known.
+    facts: jsonb('facts').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
     spec: jsonb('spec').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
     generation: bigint('generation', { mode: 'number' }).notNull().default(1),
     observedGeneration: bigint('observed_generation', { mode: 'number' }).notNull().default(0),

@@ -3,6 +3,7 @@ import {
   bumpNodeGeneration,
   createNode,
   getNode,
+  setNodeFacts,
   setNodeHostSection,
   setNodeLabels,
   setNodeObservedGeneration,
@@ -53,6 +54,7 @@ export function defineNodeRepositoryConformance(create: () => Promise<ScratchDat
         name: null,
         provisionState: 'enrolling',
         labels: {},
+        facts: {},
         spec: {},
         generation: 1,
         observedGeneration: 0,
@@ -135,6 +137,41 @@ export function defineNodeRepositoryConformance(create: () => Promise<ScratchDat
         details: { path: ['provisionState'] },
       });
       expect(await setNodeLabels(db, 'node_missing', {}, clock.now())).toBeUndefined();
+    });
+
+    it('sets facts: a JSON object, returned by getNode, leaving labels, spec and the generation alone', async () => {
+      const { id } = await createNode(db, { tenantId: 'acme', kind: 'machine', labels: { rack: 'r12' } }, clock.now());
+      clock.advance(1_000);
+      const facts = { gpus: [{ model: 'H100', memoryMiB: 81_559 }], cpu: { cores: 96 }, nvswitch: false, bmc: null };
+      const set = await setNodeFacts(db, id, facts, clock.now());
+      expect(set).toMatchObject({ facts, labels: { rack: 'r12' }, spec: {}, generation: 1, updatedAt: clock.now() });
+      expect((await getNode(db, id))?.facts).toEqual(facts);
+      expect((await setNodeFacts(db, id, {}, clock.now()))?.facts).toEqual({});
+      expect(await setNodeFacts(db, 'node_missing', facts, clock.now())).toBeUndefined();
+    });
+
+    it('refuses facts that are not a storable JSON object with INVALID_INPUT at the path, writing nothing', async () => {
+      const { id } = await createNode(db, { tenantId: 'acme', kind: 'machine' }, clock.now());
+      await setNodeFacts(db, id, { kept: true }, clock.now());
+      for (const [facts, path] of [
+        [null, ['facts']],
+        [[1, 2], ['facts']],
+        ['gpus', ['facts']],
+        [new Date(), ['facts']],
+        [{ gpus: [{ model: 'H\u0000' }] }, ['facts', 'gpus', 0, 'model']],
+        [{ 'a\ud800': 1 }, ['facts', 'a\ud800']],
+        [{ seen: new Date() }, ['facts', 'seen']],
+        [{ count: Number.NaN }, ['facts', 'count']],
+        [{ missing: undefined }, ['facts', 'missing']],
+      ] as const) {
+        await expect(setNodeFacts(db, id, facts as never, clock.now())).rejects.toMatchObject({
+          code: 'INVALID_INPUT',
+          details: { path },
+        });
+      }
+      await expect(setNodeFacts(db, id, {}, new Date('nope'))).rejects.toMatchObject({ details: { path: ['now'] } });
+      await expect(setNodeFacts(db, '', {}, clock.now())).rejects.toMatchObject({ details: { path: ['nodeId'] } });
+      expect((await getNode(db, id))?.facts).toEqual({ kept: true });
     });
 
     it('bumps the generation, records the observed generation, and sets the host section with a bump', async () => {

@@ -1,3 +1,5 @@
+import { isComputeError } from '../errors';
+import { getNode, type NodeRow } from '../nodes/node-repository';
 import type { SqlExecutor } from '../sql/executor';
 import { resourceNotFound } from './authorize';
 import type { ResourceRef } from './types';
@@ -20,13 +22,16 @@ export const COMPUTE_TENANT = 'compute-tenant';
 export async function resolveNodeResource(sql: SqlExecutor, tenantId: string, nodeId: string): Promise<ResourceRef> {
   const path = ['nodeId'];
   if (typeof tenantId !== 'string' || typeof nodeId !== 'string') throw resourceNotFound(COMPUTE_NODE, path);
-  const { rows } = await sql.query<{ kind: string }>('SELECT kind FROM nodes WHERE id = $1 AND tenant_id = $2', [
-    nodeId,
-    tenantId,
-  ]);
-  const row = rows[0];
-  if (!row) throw resourceNotFound(COMPUTE_NODE, path);
-  return { type: COMPUTE_NODE, tenantId, id: nodeId, kind: row.kind, path };
+  let node: NodeRow | undefined;
+  try {
+    node = await getNode(sql, nodeId, { tenantId });
+  } catch (error) {
+    // An id or tenant no node could have (empty, too long, not storable) names no node either.
+    if (isComputeError(error, 'INVALID_INPUT')) throw resourceNotFound(COMPUTE_NODE, path);
+    throw error;
+  }
+  if (!node) throw resourceNotFound(COMPUTE_NODE, path);
+  return { type: COMPUTE_NODE, tenantId, id: nodeId, kind: node.kind, path };
 }
 
 /**

@@ -11,3 +11,4 @@ export {
   setNodeObservedGeneration,
   setNodeProvisionState,
 } from './node-repository';
+export { joinNodeSql, nodeColumnSql, nodeHasLabelsSql } from './node-sql';

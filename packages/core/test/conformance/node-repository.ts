@@ -3,6 +3,9 @@ import {
   bumpNodeGeneration,
   createNode,
   getNode,
+  joinNodeSql,
+  nodeColumnSql,
+  nodeHasLabelsSql,
   setNodeFacts,
   setNodeHostSection,
   setNodeLabels,
@@ -172,6 +175,32 @@ export function defineNodeRepositoryConformance(create: () => Promise<ScratchDat
       await expect(setNodeFacts(db, id, {}, new Date('nope'))).rejects.toMatchObject({ details: { path: ['now'] } });
       await expect(setNodeFacts(db, '', {}, clock.now())).rejects.toMatchObject({ details: { path: ['nodeId'] } });
       expect((await getNode(db, id))?.facts).toEqual({ kept: true });
+    });
+
+    it('gives the SQL of its columns, a join and a labels guard for statements that read a node beside other rows', async () => {
+      const { id } = await createNode(
+        db,
+        { tenantId: 'acme', kind: 'machine', siteId: 'site_fra', labels: { rack: 'r12' } },
+        clock.now(),
+      );
+      const joined = await db.query(
+        `SELECT ${nodeColumnSql('siteId', 'n')} AS site, ${nodeColumnSql('labels', 'n')} AS labels
+         FROM (VALUES ($1::text), ('node_missing')) AS w(node_id) ${joinNodeSql('n', 'w.node_id')} ORDER BY w.node_id`,
+        [id],
+      );
+      expect(joined.rows).toEqual([
+        { site: 'site_fra', labels: { rack: 'r12' } },
+        { site: null, labels: null },
+      ]);
+      const guard = (labels: object) =>
+        db.query<{ held: boolean }>(`SELECT ${nodeHasLabelsSql('$1', '$2::jsonb')} AS held`, [
+          id,
+          JSON.stringify(labels),
+        ]);
+      expect((await guard({ rack: 'r12' })).rows).toEqual([{ held: true }]);
+      expect((await guard({ rack: 'r13' })).rows).toEqual([{ held: false }]);
+      expect(() => nodeColumnSql('nope' as never)).toThrow(TypeError);
+      expect(() => joinNodeSql('n; DROP TABLE nodes', 'w.node_id')).toThrow(TypeError);
     });
 
     it('bumps the generation, records the observed generation, and sets the host section with a bump', async () => {

@@ -6,7 +6,7 @@ import {
   OPEN_COMMAND_STATES,
   type SqlExecutor,
 } from '@better-compute/core';
-import { setNodeHostSection } from '@better-compute/core/nodes';
+import { nodeHasLabelsSql, setNodeHostSection } from '@better-compute/core/nodes';
 import { resolveHostConfig } from '../config-units/apply';
 import { siteAgentFor } from '../steps/site-agent-for';
 import type { Known, Need, Plan } from './plan';
@@ -65,9 +65,7 @@ function workflowChange(plan: Plan, now: Date, guard: PlanGuard | undefined): Co
         conditions.push(`revision = ${bind(guard.revision)}`);
         // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
         if (w.node) {
-          conditions.push(
-            `EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(w.node.id)} AND labels = ${bind(JSON.stringify(w.node.labels))}::jsonb)`,
-          );
+          conditions.push(nodeHasLabelsSql(bind(w.node.id), `${bind(JSON.stringify(w.node.labels))}::jsonb`));
         }
       }
       return `UPDATE workflows SET revision = revision + 1${sets}

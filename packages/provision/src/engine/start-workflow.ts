@@ -7,6 +7,7 @@ import {
   type SqlExecutor,
   type StartWorkflowInput,
 } from '@better-compute/core';
+import { getNode } from '@better-compute/core/nodes';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { MAX_PROFILE_VERSION } from '../define/types';
 import { findProfile, markProfileUsed, type ShippedProfiles } from '../profiles/profile-store';
@@ -119,8 +120,7 @@ export async function startWorkflow(
     });
   }
   if (input.nodeId !== undefined) {
-    const { rows } = await tx.query<{ tenant_id: string }>('SELECT tenant_id FROM nodes WHERE id = $1', [input.nodeId]);
-    if (rows[0]?.tenant_id !== input.tenantId) {
+    if (!(await getNode(tx, input.nodeId, { tenantId: input.tenantId }))) {
       throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
     }
   }

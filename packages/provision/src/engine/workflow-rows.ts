@@ -1,4 +1,5 @@
 import type { CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
+import { joinNodeSql, nodeColumnSql } from '@better-compute/core/nodes';
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
@@ -161,15 +162,18 @@ function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefin
 
 // One statement: the workflow row, its node's coordinates and labels, and every step in order. `source` is the
 // workflows table, or a CTE that has just locked (and bumped) the row.
+// The node's part comes from core's node repository, which owns the table's shape.
+const NODE_COLUMNS = `${nodeColumnSql('id', 'n')} IS NOT NULL AS node_exists, ${nodeColumnSql('siteId', 'n')} AS node_site_id,
+  ${nodeColumnSql('poolId', 'n')} AS node_pool_id, ${nodeColumnSql('labels', 'n')} AS node_labels`;
+const NODE_JOIN = joinNodeSql('n', 'w.node_id');
 const selectWorkflowFrom = (source: string) => `
-SELECT w.*, n.id IS NOT NULL AS node_exists, n.site_id AS node_site_id, n.pool_id AS node_pool_id,
-  n.labels AS node_labels,
+SELECT w.*, ${NODE_COLUMNS},
   (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
   (SELECT json_build_object('id', c.id, 'kind', c.kind, 'state', c.state, 'reason', c.reason,
      'result', encode(c.result, 'base64'), 'notAfter', c.not_after)
    FROM workflow_steps s JOIN commands c ON c.id = s.command_id
    WHERE s.workflow_id = w.id AND s.state = 'waiting' LIMIT 1) AS in_flight_command
-FROM ${source} w LEFT JOIN nodes n ON n.id = w.node_id`;
+FROM ${source} w ${NODE_JOIN}`;
 
 const activeOfKey = (key: string) => `key = ${key} AND state IN ${ACTIVE_STATES_SQL} ORDER BY created_at, id LIMIT 1`;
 

@@ -5,6 +5,7 @@ import {
   type SqlExecutor,
   systemClock,
 } from '@better-compute/core';
+import { getNode } from '@better-compute/core/nodes';
 
 /**
  * A connected site agent of the node's site (most recently seen first), or undefined when none is connected or the
@@ -25,8 +26,7 @@ export async function siteAgentFor(
   nodeId: string,
   clock: Clock = systemClock,
 ): Promise<ConnectedSiteAgent | undefined> {
-  const { rows } = await sql.query<{ site_id: string | null }>('SELECT site_id FROM nodes WHERE id = $1', [nodeId]);
-  const siteId = rows[0]?.site_id;
+  const siteId = (await getNode(sql, nodeId))?.siteId;
   if (!siteId) return undefined;
   const [agent] = await connectedSiteAgents(sql, siteId, { now: clock.now() });
   return agent;

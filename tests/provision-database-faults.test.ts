@@ -263,6 +263,7 @@ describe.skipIf(!optedIn || 'missing' in binaries)('the engine on a PostgreSQL s
     }
     const finishedAt = Date.now();
     if (open > 0) await reportStuck(db, ids);
+    await reportFailed(db, ids);
     clearInterval(diag);
 
     const { rows: states } = await retrying(() =>
@@ -336,6 +337,26 @@ async function reportStuck(db: SqlDatabase, ids: string[]): Promise<void> {
       [wf.id],
     );
     console.log(`stuck workflow: ${JSON.stringify({ wf, steps, items, commands, now: new Date() })}`);
+  }
+}
+
+/** Why a workflow failed, when one did: its error and its failed steps' errors and events. */
+async function reportFailed(db: SqlDatabase, ids: string[]): Promise<void> {
+  const read = <R>(text: string, params: unknown[]) => retrying(() => db.query<R>(text, params)).then((r) => r.rows);
+  const failed = await read<{ id: string; error: unknown }>(
+    "SELECT id, error FROM workflows WHERE id = ANY($1::text[]) AND state = 'failed' LIMIT 5",
+    [ids],
+  );
+  for (const wf of failed) {
+    const steps = await read(
+      "SELECT step_id, state, attempt, error FROM workflow_steps WHERE workflow_id = $1 AND state NOT IN ('succeeded', 'pending')",
+      [wf.id],
+    );
+    const events = await read(
+      "SELECT type, at, data FROM events WHERE subject = $1 AND type LIKE '%fail%' ORDER BY seq",
+      [`workflow/${wf.id}`],
+    );
+    console.log(`failed workflow: ${JSON.stringify({ wf, steps, events })}`);
   }
 }
 

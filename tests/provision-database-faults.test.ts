@@ -182,6 +182,15 @@ describe.skipIf(!optedIn || 'missing' in binaries)('the engine on a PostgreSQL s
       clock: systemClock,
       modules: [labModule, provisionModule({ steps: labSteps, profiles: [] })],
       workers: { concurrency: 16 },
+      logger: {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: () => undefined,
+        // An error the engine logs (a step that threw something unexpected) is what explains a failed workflow.
+        error: (message, fields) => {
+          if (message.startsWith('step')) console.log(`engine error: ${message} ${JSON.stringify(fields)}`);
+        },
+      },
     });
   }, 120_000);
   afterAll(async () => {

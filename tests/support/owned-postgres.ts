@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -41,6 +41,17 @@ async function freePort(): Promise<number> {
 }
 
 /**
+ * A watcher of its own (detached, so it outlives a test process killed with SIGKILL): when the process that started
+ * the server is gone, it stops the server and removes its folder, so a killed run leaves nothing behind.
+ */
+function watchOver(dir: string, asUser: string[], pgCtl: string, data: string): void {
+  const quote = (text: string) => `'${text.replaceAll("'", "'\\''")}'`;
+  const stop = [...asUser, pgCtl, '-D', data, '-m', 'immediate', '-w', 'stop'].map(quote).join(' ');
+  const script = `while kill -0 ${process.pid} 2>/dev/null && [ -d ${quote(data)} ]; do sleep 1; done; ${stop} >/dev/null 2>&1; rm -rf ${quote(dir)}`;
+  spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' }).unref();
+}
+
+/**
  * Makes a cluster with initdb in a temporary folder and starts it on a free port. As root (CI), the server runs as
  * the `postgres` user, since PostgreSQL refuses to run as root. fsync is off: a restart (even `immediate`) loses
  * nothing the OS has, and the test is about the clients, not the disk.
@@ -63,6 +74,7 @@ export async function startOwnedPostgres(bin: string): Promise<OwnedPostgres> {
     pg('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-o', serverOptions, '-w', '-t', '60', 'start']);
   const stop = (mode: 'fast' | 'immediate') => pg('pg_ctl', ['-D', data, '-m', mode, '-w', '-t', '60', 'stop']);
   await start();
+  watchOver(dir, asRoot ? ['runuser', '-u', 'postgres', '--'] : [], join(bin, 'pg_ctl'), data);
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   const psql = join(bin, 'psql');
   const sql = async (text: string) => {

@@ -62,6 +62,8 @@ function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOu
     stepId: request.stepId,
     action: request.action,
     errorName: error instanceof Error ? error.name : typeof error,
+    // A database error's class and SQLSTATE say what went wrong without quoting any value.
+    ...(isSqlError(error) ? { sqlReason: error.reason, sqlState: error.sqlState ?? null } : {}),
   });
   return { kind: 'failed', error: { code: 'INTERNAL', message: 'the step failed with an unexpected error' } };
 }

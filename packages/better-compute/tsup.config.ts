@@ -11,6 +11,8 @@ export default defineConfig({
     'core-postgres': 'src/core-postgres.ts',
     'core-nodes': 'src/core-nodes.ts',
     'core-conformance': 'src/core-conformance.ts',
+    'core-kernel': 'src/core-kernel.ts',
+    'core-checks': 'src/core-checks.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

@@ -7,6 +7,8 @@ export default defineConfig({
     'postgres/index': 'src/postgres/index.ts',
     'nodes/index': 'src/nodes/index.ts',
     'conformance/index': 'src/conformance/index.ts',
+    'kernel/index': 'src/entries/kernel.ts',
+    'checks/index': 'src/checks/index.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

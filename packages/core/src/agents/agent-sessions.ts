@@ -1,6 +1,6 @@
-import { ComputeError, type ErrorPath } from '../errors';
+import { requireText } from '../checks/checks';
+import { ComputeError } from '../errors';
 import { newId } from '../ids';
-import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import {
   AGENT_ROLES,
@@ -36,16 +36,6 @@ function toSession(row: SessionRow): AgentSession {
   };
   if (row.closed_at !== null) session.closedAt = row.closed_at;
   return session;
-}
-
-function requireText(value: unknown, path: ErrorPath): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 512) {
-    throw new ComputeError('INVALID_INPUT', `${path.join('.')} must be a non-empty string of at most 512 characters`, {
-      details: { path },
-    });
-  }
-  assertStorableText(value, path);
-  return value;
 }
 
 function requireClock(clock: unknown): { now(): Date } {

@@ -1,4 +1,5 @@
-import { ComputeError, type ErrorPath } from '../errors';
+import { refuseConfig } from '../checks/checks';
+import type { ErrorPath } from '../errors';
 
 /**
  * A duration as written in definitions: `'30s'`, `'10m'`, `'1h30m'`, … or a number of milliseconds.
@@ -36,13 +37,9 @@ const UNITS_LARGEST_FIRST = ['d', 'h', 'm', 's', 'ms'] as const satisfies readon
  */
 export const DURATION_PATTERN = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$/;
 
-function refuse(message: string, path: ErrorPath): never {
-  throw new ComputeError('INVALID_CONFIG', message, { details: { path } });
-}
-
 function checkRange(ms: number, path: ErrorPath): number {
-  if (!Number.isFinite(ms) || ms > MAX_DURATION_MS) refuse('duration must be at most 30 days (30d)', path);
-  if (ms <= 0) refuse('duration must be positive', path);
+  if (!Number.isFinite(ms) || ms > MAX_DURATION_MS) refuseConfig('duration must be at most 30 days (30d)', path);
+  if (ms <= 0) refuseConfig('duration must be positive', path);
   return ms;
 }
 
@@ -61,17 +58,17 @@ function checkRange(ms: number, path: ErrorPath): number {
 export function parseDuration(value: unknown, path: ErrorPath = []): number {
   if (typeof value === 'number') {
     if (!Number.isInteger(value)) {
-      if (Number.isFinite(value)) refuse('a duration in milliseconds must be a whole number', path);
-      refuse('duration must be a finite number of milliseconds', path);
+      if (Number.isFinite(value)) refuseConfig('a duration in milliseconds must be a whole number', path);
+      refuseConfig('duration must be a finite number of milliseconds', path);
     }
     return checkRange(value, path);
   }
   if (typeof value !== 'string') {
-    refuse("duration must be a string such as '30s', '10m', '1h' or a number of milliseconds", path);
+    refuseConfig("duration must be a string such as '30s', '10m', '1h' or a number of milliseconds", path);
   }
   const match = value.length > 0 && value.length <= 64 ? DURATION_PATTERN.exec(value) : null;
   if (match === null) {
-    refuse("duration must look like '500ms', '30s', '10m', '1h', '2d' or '1h30m' (units largest first)", path);
+    refuseConfig("duration must look like '500ms', '30s', '10m', '1h', '2d' or '1h30m' (units largest first)", path);
   }
   let ms = 0;
   UNITS_LARGEST_FIRST.forEach((unit, index) => {

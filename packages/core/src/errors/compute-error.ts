@@ -1,16 +1,31 @@
 import type { ComputeErrorCode } from './codes';
 import { isComputeErrorCode } from './codes';
+import type { ErrorReason } from './reasons';
 
 /** A path to the offending field, e.g. `['steps', 2, 'with', 'port']`. */
 export type ErrorPath = readonly (string | number)[];
 
-/** Structured details of an error. `path` names the offending field; `reason` a machine-readable cause. */
+/**
+ * Structured details of an error. `path` names the offending field; `reason` a machine-readable cause, one of the
+ * code's {@link ERROR_REASONS} for better-compute's own errors.
+ */
 export interface ComputeErrorDetails {
   path?: ErrorPath;
   reason?: string;
   issues?: readonly ComputeErrorIssue[];
   [key: string]: unknown;
 }
+
+/**
+ * The reason `R` as an error of code `C` may carry it: a reason of {@link ERROR_REASONS} only under its own code (a
+ * table reason under another code is a type error); a reason the table does not know (a plugin's own, or a string
+ * passed on) as it is.
+ */
+export type CheckedErrorReason<C extends ComputeErrorCode, R extends string> = R extends ErrorReason
+  ? R extends ErrorReason<C>
+    ? R
+    : ErrorReason<C>
+  : R;
 
 /** One problem of many, as INVALID_INPUT lists them when several things are wrong at once. */
 export interface ComputeErrorIssue {
@@ -20,8 +35,8 @@ export interface ComputeErrorIssue {
 }
 
 /** Options of {@link ComputeError}. */
-export interface ComputeErrorOptions {
-  details?: ComputeErrorDetails;
+export interface ComputeErrorOptions<C extends ComputeErrorCode = ComputeErrorCode, R extends string = string> {
+  details?: ComputeErrorDetails & { reason?: CheckedErrorReason<C, R> };
   cause?: unknown;
 }
 
@@ -32,14 +47,15 @@ export interface ComputeErrorOptions {
  * @example
  * ```ts
  * throw new ComputeError('INVALID_CONFIG', 'timeout must be positive', { details: { path: ['timeout'] } });
+ * throw new ComputeError('INVALID_STATE', 'the lease moved on', { details: { reason: 'fenced' } }); // checked
  * ```
  */
-export class ComputeError extends Error {
+export class ComputeError<C extends ComputeErrorCode = ComputeErrorCode, R extends string = string> extends Error {
   override readonly name = 'ComputeError';
   readonly code: ComputeErrorCode;
   readonly details: ComputeErrorDetails;
 
-  constructor(code: ComputeErrorCode, message: string, options: ComputeErrorOptions = {}) {
+  constructor(code: C, message: string, options: ComputeErrorOptions<C, R> = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.details = options.details ?? {};

@@ -1,7 +1,8 @@
+import { requireText } from '../checks/checks';
 import type { Clock } from '../clock';
-import { ComputeError, type ErrorPath } from '../errors';
+import { ComputeError } from '../errors';
 import { newId } from '../ids';
-import { assertJson, assertStorableText } from '../json';
+import { assertJson } from '../json';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import { type EventHandler, type EventSubscription, type SubscribeEventsOptions, subscribeEvents } from './subscribe';
@@ -9,16 +10,6 @@ import type { EventBus } from './types';
 
 /** The longest subject or type an event may carry. */
 export const MAX_EVENT_NAME_LENGTH = 512;
-
-function requireName(value: unknown, path: ErrorPath): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_EVENT_NAME_LENGTH) {
-    throw new ComputeError('INVALID_INPUT', `${path.join('.')} must be a non-empty string of at most 512 characters`, {
-      details: { path },
-    });
-  }
-  assertStorableText(value, path);
-  return value;
-}
 
 /** What {@link createEventBus} takes: the clock, and the database `subscribe` reads from (needed only to subscribe). */
 export interface EventBusOptions {
@@ -51,9 +42,9 @@ function checkEvent(event: unknown): { tenantId: string; subject: string; type: 
   }
   const candidate = event as Record<string, unknown>;
   const checked = {
-    tenantId: requireName(candidate.tenantId, ['tenantId']),
-    subject: requireName(candidate.subject, ['subject']),
-    type: requireName(candidate.type, ['type']),
+    tenantId: requireText(candidate.tenantId, ['tenantId'], { max: MAX_EVENT_NAME_LENGTH }),
+    subject: requireText(candidate.subject, ['subject'], { max: MAX_EVENT_NAME_LENGTH }),
+    type: requireText(candidate.type, ['type'], { max: MAX_EVENT_NAME_LENGTH }),
     data: candidate.data,
   };
   assertJson(checked.data, ['data'], 'INVALID_INPUT');

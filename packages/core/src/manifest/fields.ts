@@ -1,6 +1,7 @@
 import * as v from 'valibot';
+import { refuseConfig } from '../checks/checks';
 import { DURATION_PATTERN, type Duration, MAX_DURATION_MS, parseDuration } from '../duration';
-import { ComputeError, isComputeError } from '../errors';
+import { isComputeError } from '../errors';
 import { checkJson, type Json, storableTextProblem } from '../json';
 import type { SecretRef } from '../ports';
 import { Field, type FieldShape, isField, type RequiredField } from './field';
@@ -38,7 +39,7 @@ export interface ArrayFieldOptions {
 export const SECRET_REF_PATTERN = /^sec_[0-9a-hjkmnp-tv-z]{26}$/;
 
 function refuse(message: string, option: string): never {
-  throw new ComputeError('INVALID_CONFIG', message, { details: { path: [option] } });
+  return refuseConfig(message, [option]);
 }
 
 // Options are read by destructuring, which would throw a bare TypeError on null; anything but a plain object (or

@@ -1,13 +1,8 @@
 import * as v from 'valibot';
+import { isPlainObject } from '../checks/checks';
 import { ComputeError, type ErrorPath } from '../errors';
 import { type FieldShape, isField } from './field';
 import type { JsonSchemaIo, JsonSchemaObject } from './json-schema';
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
 
 function objectMessage(issue: v.StrictObjectIssue): string {
   if (issue.expected === 'never') return 'unknown key';

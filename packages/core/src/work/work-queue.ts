@@ -1,6 +1,6 @@
+import { requireText } from '../checks/checks';
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
-import { assertStorableText } from '../json/storable-text';
 import type { SqlExecutor } from '../sql/executor';
 import { assertShardCount, DEFAULT_SHARDS, shardOf } from './shard';
 import { URGENT_SUFFIX, WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
@@ -81,20 +81,6 @@ export function urgentWakeSql(
 
 const MAX_TEXT = 512;
 
-function requireText(value: unknown, field: 'kind' | 'key'): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_TEXT) {
-    throw new ComputeError(
-      'INVALID_INPUT',
-      `work ${field} must be a non-empty string of at most ${MAX_TEXT} characters`,
-      {
-        details: { path: [field] },
-      },
-    );
-  }
-  assertStorableText(value, [field]);
-  return value;
-}
-
 function requireDate(value: unknown): Date {
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
     throw new ComputeError('INVALID_INPUT', 'work notBefore must be a valid Date', {
@@ -131,8 +117,8 @@ export function checkWorkRequest(
   }
   const { kind, key, notBefore, urgent } = request as Partial<Record<keyof WorkRequest, unknown>>;
   return {
-    kind: requireText(kind, 'kind'),
-    key: requireText(key, 'key'),
+    kind: requireText(kind, ['kind'], { max: MAX_TEXT, name: 'work kind' }),
+    key: requireText(key, ['key'], { max: MAX_TEXT, name: 'work key' }),
     notBefore: notBefore === undefined ? now : requireDate(notBefore),
     urgent: requireUrgent(urgent),
   };

@@ -1,5 +1,4 @@
 import {
-  ComputeError,
   type ErrorPath,
   field,
   type Labels,
@@ -7,6 +6,7 @@ import {
   manifest,
   validateInputSync,
 } from '@better-compute/core';
+import { refuseInput } from '@better-compute/core/checks';
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
@@ -77,19 +77,17 @@ export function checkInventory(report: unknown, path: ErrorPath = []) {
   const inventory = validateInputSync(inventorySchema, report, path);
   const macs = inventory.macs.map((mac, index) => {
     const lower = mac.toLowerCase();
-    if (!MAC.test(lower)) refuse('a MAC must be six colon-separated hex octets', [...path, 'macs', index]);
+    if (!MAC.test(lower)) refuseInput('a MAC must be six colon-separated hex octets', [...path, 'macs', index]);
     return lower;
   });
   // Models become label values: a control character there would break every selector and terminal that shows it.
   inventory.gpus.forEach((gpu, index) => {
-    if (labelValueProblem(gpu.model)) refuse('a GPU model must be printable text', [...path, 'gpus', index, 'model']);
+    if (labelValueProblem(gpu.model))
+      refuseInput('a GPU model must be printable text', [...path, 'gpus', index, 'model']);
   });
-  if (labelValueProblem(inventory.cpu.model)) refuse('a CPU model must be printable text', [...path, 'cpu', 'model']);
+  if (labelValueProblem(inventory.cpu.model))
+    refuseInput('a CPU model must be printable text', [...path, 'cpu', 'model']);
   return { ...inventory, macs };
-}
-
-function refuse(message: string, path: ErrorPath): never {
-  throw new ComputeError('INVALID_INPUT', message, { details: { path } });
 }
 
 /**

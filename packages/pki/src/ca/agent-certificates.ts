@@ -1,4 +1,4 @@
-import { ComputeError, type SqlExecutor } from '@better-compute/core';
+import { ComputeError, type ErrorReason, type SqlExecutor } from '@better-compute/core';
 import { type PublicKeyInfo, parsePublicKey } from '../crypto/keys';
 import { type CaDeps, ensureCertificateAuthority, readCaCertificate } from './authority';
 import { importPublicKey, randomSerial, webCryptoParams, x509 } from './x509';
@@ -110,7 +110,7 @@ export async function issueAgentCertificate(
   return { ...identity, serial, certificatePem, caCertificatePem: ca.certificatePem, notBefore, expiresAt };
 }
 
-function refuse(reason: string, message: string): never {
+function refuse(reason: ErrorReason<'UNAUTHENTICATED'>, message: string): never {
   throw new ComputeError('UNAUTHENTICATED', message, { details: { path: ['certificate'], reason } });
 }
 

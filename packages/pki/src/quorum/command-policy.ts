@@ -1,8 +1,14 @@
-import { type Clock, type CommandKindDefinition, type CommandPolicy, ComputeError } from '@better-compute/core';
+import {
+  type Clock,
+  type CommandKindDefinition,
+  type CommandPolicy,
+  ComputeError,
+  type ErrorReason,
+} from '@better-compute/core';
 import { countValidApprovals, getBatch } from './batches';
 import type { Quorum } from './quorum-config';
 
-function outOfScope(reason: string, message: string, path: string[]): ComputeError {
+function outOfScope(reason: ErrorReason<'INVALID_INPUT'>, message: string, path: string[]): ComputeError {
   return new ComputeError('INVALID_INPUT', message, { details: { path, reason } });
 }
 

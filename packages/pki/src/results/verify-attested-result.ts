@@ -1,4 +1,4 @@
-import { type Clock, ComputeError, type SqlExecutor } from '@better-compute/core';
+import { type Clock, ComputeError, type ErrorReason, type SqlExecutor } from '@better-compute/core';
 import { parseCertificatePem } from '../ca/agent-certificates';
 import { fromBase64 } from '../crypto/encoding';
 import { parsePublicKey, type SignatureAlgorithm } from '../crypto/keys';
@@ -21,7 +21,7 @@ export interface VerifyAttestedResultInput {
   attested: unknown;
 }
 
-function refuse(reason: string, message: string, path: (string | number)[] = ['attested']): never {
+function refuse(reason: ErrorReason<'DRIVER_ERROR'>, message: string, path: (string | number)[] = ['attested']): never {
   throw new ComputeError('DRIVER_ERROR', message, { details: { path, reason } });
 }
 

@@ -1,4 +1,5 @@
-import { ComputeError, type ErrorPath, isStandardSchema } from '@better-compute/core';
+import { type ErrorPath, isStandardSchema } from '@better-compute/core';
+import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
 import { BUILTIN_CONFIG_UNITS } from './builtins';
 import type { ConfigUnit, ConfigUnitRegistry } from './types';
 
@@ -8,32 +9,23 @@ const MAX_NAME = 64;
 const MAX_DESCRIPTION = 4096;
 const UNIT_FIELDS: ReadonlySet<string> = new Set(['name', 'description', 'settings']);
 
-function refuse(message: string, path: ErrorPath): never {
-  throw new ComputeError('INVALID_CONFIG', message, { details: { path } });
-}
-
-function isPlainObject(value: unknown): value is { [key: string]: unknown } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
 function checkUnit(value: unknown, path: ErrorPath): ConfigUnit {
-  if (!isPlainObject(value)) refuse('a config unit must be an object { name, description, settings }', path);
+  if (!isPlainObject(value)) refuseConfig('a config unit must be an object { name, description, settings }', path);
   for (const key of Object.keys(value)) {
-    if (!UNIT_FIELDS.has(key)) refuse(`a config unit has no field ${JSON.stringify(key)}`, [...path, key]);
+    if (!UNIT_FIELDS.has(key)) refuseConfig(`a config unit has no field ${JSON.stringify(key)}`, [...path, key]);
   }
   const { name, description, settings } = value;
   if (typeof name !== 'string' || name.length > MAX_NAME || !CONFIG_UNIT_NAME_PATTERN.test(name)) {
-    refuse(
+    refuseConfig(
       `a config unit name is lower-case letters, digits and -, starting with a letter, at most ${MAX_NAME} characters`,
       [...path, 'name'],
     );
   }
   if (typeof description !== 'string' || description.length > MAX_DESCRIPTION) {
-    refuse(`description must be a string of at most ${MAX_DESCRIPTION} characters`, [...path, 'description']);
+    refuseConfig(`description must be a string of at most ${MAX_DESCRIPTION} characters`, [...path, 'description']);
   }
-  if (!isStandardSchema(settings)) refuse('settings must be a manifest or a Standard Schema', [...path, 'settings']);
+  if (!isStandardSchema(settings))
+    refuseConfig('settings must be a manifest or a Standard Schema', [...path, 'settings']);
   return Object.freeze({ name, description, settings });
 }
 
@@ -49,12 +41,12 @@ function checkUnit(value: unknown, path: ErrorPath): ConfigUnit {
  * ```
  */
 export function configUnitRegistry(units: readonly ConfigUnit[] = []): ConfigUnitRegistry {
-  if (!Array.isArray(units)) refuse('configUnits must be an array of config units', ['configUnits']);
+  if (!Array.isArray(units)) refuseConfig('configUnits must be an array of config units', ['configUnits']);
   const registry = new Map<string, ConfigUnit>(BUILTIN_CONFIG_UNITS.map((unit) => [unit.name, unit]));
   const given = new Set<string>();
   for (let i = 0; i < units.length; i += 1) {
     const unit = checkUnit(units[i], ['configUnits', i]);
-    if (given.has(unit.name)) refuse(`config unit ${unit.name} is given twice`, ['configUnits', i, 'name']);
+    if (given.has(unit.name)) refuseConfig(`config unit ${unit.name} is given twice`, ['configUnits', i, 'name']);
     given.add(unit.name);
     registry.set(unit.name, unit);
   }

@@ -9,13 +9,8 @@ import {
   parseWhen,
   validateInput,
 } from '@better-compute/core';
+import { isPlainObject } from '@better-compute/core/checks';
 import type { ConfigUnitRegistry, HostSection, HostSectionUnit } from './types';
-
-function isPlainObject(value: unknown): value is { [key: string]: unknown } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
 
 const BASE: ErrorPath = ['hostConfig'];
 const MAX_KNOWN_LISTED = 20;

@@ -7,6 +7,7 @@ import type {
   ManifestInput,
   ManifestOutput,
 } from '@better-compute/core';
+import { isPlainObject } from '@better-compute/core/checks';
 import type { StandardJSONSchemaV1, StandardSchemaV1 } from '@standard-schema/spec';
 
 /** One problem a settings check found, with its path inside the settings. */
@@ -86,12 +87,6 @@ export function refineSettings<S extends FieldShape, O>(
     }),
     toJsonSchema,
   });
-}
-
-function isPlainObject(value: unknown): value is { [key: string]: unknown } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.

@@ -1,4 +1,5 @@
 import { checkWhen, type ErrorPath, parseDuration } from '@better-compute/core';
+import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
 import {
   checkInteger,
   checkJsonObject,
@@ -6,9 +7,7 @@ import {
   checkOneOf,
   checkString,
   type Fields,
-  isPlainObject,
   quote,
-  refuse,
 } from './field-checks';
 import { STEP_PLACES } from './types';
 
@@ -99,19 +98,19 @@ function checkOnFailure(value: unknown, path: ErrorPath, nested: boolean): void 
     return;
   }
   if (!isPlainObject(value)) {
-    refuse(`onFailure must be 'fail', 'continue', 'rescue' or a profile step, not ${quote(value)}`, path);
+    refuseConfig(`onFailure must be 'fail', 'continue', 'rescue' or a profile step, not ${quote(value)}`, path);
   }
   // One level only: the step that runs on failure has no failure step of its own, so the chain cannot grow.
-  if (nested) refuse('an onFailure step cannot have an onFailure step of its own', path);
+  if (nested) refuseConfig('an onFailure step cannot have an onFailure step of its own', path);
   checkStep(value, path, true);
 }
 
 function checkStep(step: unknown, path: ErrorPath, nested: boolean): void {
-  if (!isPlainObject(step)) refuse('a profile step must be a plain object with at least use', path);
+  if (!isPlainObject(step)) refuseConfig('a profile step must be a plain object with at least use', path);
   const fields: Fields = step;
   checkKnownFields(fields, KNOWN_FIELDS, path, 'a profile step');
   const at = (field: string): ErrorPath => [...path, field];
-  if (fields.use === undefined) refuse('a profile step needs use: a step id or a driver operation', at('use'));
+  if (fields.use === undefined) refuseConfig('a profile step needs use: a step id or a driver operation', at('use'));
   checkStepId(fields.use, at('use'), 'use');
   if (fields.on !== undefined) checkOneOf(fields.on, STEP_PLACES, at('on'), 'on');
   if (fields.with !== undefined) checkJsonObject(fields.with, at('with'), 'with');
@@ -123,7 +122,10 @@ function checkStep(step: unknown, path: ErrorPath, nested: boolean): void {
   if (fields.await !== undefined) {
     checkOneOf(fields.await, ['rejoin'], at('await'), 'await');
     if (fields.on === 'control-plane') {
-      refuse("await: 'rejoin' is for commands sent to an agent, not for a step on the control plane", at('await'));
+      refuseConfig(
+        "await: 'rejoin' is for commands sent to an agent, not for a step on the control plane",
+        at('await'),
+      );
     }
   }
   if (fields.fallback !== undefined) checkStepId(fields.fallback, at('fallback'), 'fallback');

@@ -6,6 +6,7 @@ import {
   isComputeError,
   validateLabels,
 } from '@better-compute/core';
+import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
 import { MAX_TOKEN_TTL_SECONDS } from '@better-compute/pki';
 import { checkProfileStep, MAX_PROFILE_ID_LENGTH, PROFILE_ID_PATTERN } from './check-profile-step';
 import {
@@ -16,9 +17,7 @@ import {
   checkString,
   copyJson,
   type Fields,
-  isPlainObject,
   quote,
-  refuse,
 } from './field-checks';
 import {
   DRIVER_CONCERNS,
@@ -101,18 +100,18 @@ const UNIT_FIELDS: ReadonlySet<string> = new Set(['name', 'settings', 'when']);
 const STEP_LISTS = ['steps', 'acceptance', 'cleanup'] as const;
 
 function refuseMetalField(field: string): never {
-  return refuse(`${field} is a metal field; a profile with target 'instance' cannot have it`, [field]);
+  return refuseConfig(`${field} is a metal field; a profile with target 'instance' cannot have it`, [field]);
 }
 
 function refuseOnAdopt(field: string): never {
-  return refuse(`an adopt profile takes over a running machine and cannot have ${field}`, [field]);
+  return refuseConfig(`an adopt profile takes over a running machine and cannot have ${field}`, [field]);
 }
 
 function checkDrivers(drivers: unknown): void {
-  if (!isPlainObject(drivers)) refuse('drivers must be an object of concern → driver binding', ['drivers']);
+  if (!isPlainObject(drivers)) refuseConfig('drivers must be an object of concern → driver binding', ['drivers']);
   for (const [concern, binding] of Object.entries(drivers)) {
     if (!(DRIVER_CONCERNS as readonly string[]).includes(concern)) {
-      refuse(`drivers names ${quote(concern)}, which is not a concern: ${DRIVER_CONCERNS.join(', ')}`, [
+      refuseConfig(`drivers names ${quote(concern)}, which is not a concern: ${DRIVER_CONCERNS.join(', ')}`, [
         'drivers',
         concern,
       ]);
@@ -122,7 +121,7 @@ function checkDrivers(drivers: unknown): void {
 }
 
 function checkUserData(userData: unknown): void {
-  if (!isPlainObject(userData)) refuse('userData must be an object { kind, template? }', ['userData']);
+  if (!isPlainObject(userData)) refuseConfig('userData must be an object { kind, template? }', ['userData']);
   checkKnownFields(userData, USER_DATA_FIELDS, ['userData'], 'userData');
   checkOneOf(userData.kind, USER_DATA_KINDS, ['userData', 'kind'], 'userData kind');
   if (userData.template !== undefined) {
@@ -131,28 +130,28 @@ function checkUserData(userData: unknown): void {
 }
 
 function checkUnit(unit: unknown, path: ErrorPath, names: Set<string>): void {
-  if (!isPlainObject(unit)) refuse('a config unit must be an object { name, settings?, when? }', path);
+  if (!isPlainObject(unit)) refuseConfig('a config unit must be an object { name, settings?, when? }', path);
   checkKnownFields(unit, UNIT_FIELDS, path, 'a config unit');
   const name: unknown = unit.name;
   checkString(name, [...path, 'name'], 'a unit name', { min: 1, max: 64, pattern: ROLE_PATTERN, shape: 'like sysctl' });
-  if (names.has(name)) refuse(`config unit ${quote(name)} is listed twice`, [...path, 'name']);
+  if (names.has(name)) refuseConfig(`config unit ${quote(name)} is listed twice`, [...path, 'name']);
   names.add(name);
   if (unit.settings !== undefined) checkJsonObject(unit.settings, [...path, 'settings'], 'settings');
   if (unit.when !== undefined) checkWhen(unit.when as string, [...path, 'when']);
 }
 
 function checkHostConfig(hostConfig: unknown): void {
-  if (!isPlainObject(hostConfig)) refuse('hostConfig must be an object { units: [...] }', ['hostConfig']);
+  if (!isPlainObject(hostConfig)) refuseConfig('hostConfig must be an object { units: [...] }', ['hostConfig']);
   checkKnownFields(hostConfig, HOST_CONFIG_FIELDS, ['hostConfig'], 'hostConfig');
   const units: unknown = hostConfig.units;
-  if (!Array.isArray(units)) refuse('hostConfig.units must be an array of config units', ['hostConfig', 'units']);
+  if (!Array.isArray(units)) refuseConfig('hostConfig.units must be an array of config units', ['hostConfig', 'units']);
   const names = new Set<string>();
   // Indexes, not forEach, so a hole in a sparse array is refused rather than skipped.
   for (let i = 0; i < units.length; i += 1) checkUnit(units[i], ['hostConfig', 'units', i], names);
 }
 
 function checkStepList(list: unknown, field: string): number {
-  if (!Array.isArray(list)) refuse(`${field} must be an array of profile steps`, [field]);
+  if (!Array.isArray(list)) refuseConfig(`${field} must be an array of profile steps`, [field]);
   let count = 0;
   for (let i = 0; i < list.length; i += 1) {
     const step: unknown = list[i];
@@ -164,7 +163,7 @@ function checkStepList(list: unknown, field: string): number {
 }
 
 function checkProfileDefinition(value: unknown): asserts value is ProfileDefinition {
-  if (!isPlainObject(value)) refuse('a profile must be a plain object', []);
+  if (!isPlainObject(value)) refuseConfig('a profile must be a plain object', []);
   const fields: Fields = value;
   checkKnownFields(fields, KNOWN_FIELDS, [], 'a profile');
   checkString(fields.id, ['id'], 'profile id', {
@@ -213,7 +212,7 @@ function checkProfileDefinition(value: unknown): asserts value is ProfileDefinit
     if (fields[list] !== undefined) total += checkStepList(fields[list], list);
   }
   if (total > MAX_WORKFLOW_STEPS) {
-    refuse(`a workflow holds at most ${MAX_WORKFLOW_STEPS} steps; this profile has ${total}`, ['steps']);
+    refuseConfig(`a workflow holds at most ${MAX_WORKFLOW_STEPS} steps; this profile has ${total}`, ['steps']);
   }
 }
 

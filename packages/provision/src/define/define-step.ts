@@ -1,16 +1,7 @@
 import { deepFreeze, type ErrorPath, isCommandKindName, isStandardSchema, parseDuration } from '@better-compute/core';
+import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
 import { checkProfileStep, checkStepId } from './check-profile-step';
-import {
-  checkInteger,
-  checkKnownFields,
-  checkOneOf,
-  checkString,
-  copyJson,
-  type Fields,
-  isPlainObject,
-  quote,
-  refuse,
-} from './field-checks';
+import { checkInteger, checkKnownFields, checkOneOf, checkString, copyJson, type Fields, quote } from './field-checks';
 import {
   type AgentPlace,
   type AgentStepDefinition,
@@ -50,31 +41,31 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set(STEP_DEFINITION_FIELDS);
 const AGENT_PLACES: readonly AgentPlace[] = STEP_PLACES.filter((place) => place !== 'control-plane');
 
 function checkList(value: unknown, path: ErrorPath, label: string, check: (item: unknown, at: ErrorPath) => void) {
-  if (!Array.isArray(value)) refuse(`${label} must be an array`, path);
+  if (!Array.isArray(value)) refuseConfig(`${label} must be an array`, path);
   const seen = new Set<unknown>();
   for (let i = 0; i < value.length; i += 1) {
     const item: unknown = value[i];
     check(item, [...path, i]);
-    if (seen.has(item)) refuse(`${label} lists ${quote(item)} twice`, [...path, i]);
+    if (seen.has(item)) refuseConfig(`${label} lists ${quote(item)} twice`, [...path, i]);
     seen.add(item);
   }
 }
 
 function checkControlPlane(fields: Fields): void {
-  if (typeof fields.run !== 'function') refuse('a control-plane step needs run, a function', ['run']);
+  if (typeof fields.run !== 'function') refuseConfig('a control-plane step needs run, a function', ['run']);
   if (fields.command !== undefined) {
-    refuse('command is for agent steps; a control-plane step sends commands from run (see relays and sends)', [
+    refuseConfig('command is for agent steps; a control-plane step sends commands from run (see relays and sends)', [
       'command',
     ]);
   }
-  if (fields.await !== undefined) refuse('await is for agent steps, not control-plane steps', ['await']);
+  if (fields.await !== undefined) refuseConfig('await is for agent steps, not control-plane steps', ['await']);
   if (fields.relays !== undefined) {
     checkList(fields.relays, ['relays'], 'relays', (place, at) => checkOneOf(place, AGENT_PLACES, at, 'a relay'));
   }
   if (fields.sends !== undefined) {
     checkList(fields.sends, ['sends'], 'sends', (kind, at) => {
       if (!isCommandKindName(kind)) {
-        refuse(`sends lists ${quote(kind)}: a command kind is dotted, lower-case first, like site.httpProxy`, at);
+        refuseConfig(`sends lists ${quote(kind)}: a command kind is dotted, lower-case first, like site.httpProxy`, at);
       }
     });
   }
@@ -82,37 +73,40 @@ function checkControlPlane(fields: Fields): void {
 
 function checkAgent(fields: Fields): void {
   if (!isCommandKindName(fields.command)) {
-    refuse(
+    refuseConfig(
       `an agent step needs command, a dotted lower-case command kind like boot.kexec, not ${quote(fields.command)}`,
       ['command'],
     );
   }
-  if (fields.run !== undefined) refuse('run is for control-plane steps; an agent step sends its command', ['run']);
-  if (fields.relays !== undefined) refuse('relays is for control-plane steps, not agent steps', ['relays']);
+  if (fields.run !== undefined)
+    refuseConfig('run is for control-plane steps; an agent step sends its command', ['run']);
+  if (fields.relays !== undefined) refuseConfig('relays is for control-plane steps, not agent steps', ['relays']);
   if (fields.sends !== undefined) {
-    refuse('sends is for control-plane steps; an agent step sends the kind its command names', ['sends']);
+    refuseConfig('sends is for control-plane steps; an agent step sends the kind its command names', ['sends']);
   }
   if (fields.await !== undefined) checkOneOf(fields.await, ['rejoin'], ['await'], 'await');
 }
 
 function checkStepDefinition(definition: unknown): asserts definition is StepDefinition {
-  if (!isPlainObject(definition)) refuse('a step definition must be a plain object', []);
+  if (!isPlainObject(definition)) refuseConfig('a step definition must be a plain object', []);
   // A defined step spread into a variant (`defineStep({ ...step, timeout: '1m' })`) carries `extension: 'step'`.
   const { extension, ...fields }: Fields = definition;
-  if (extension !== undefined && extension !== 'step') refuse("extension must be 'step' when given", ['extension']);
+  if (extension !== undefined && extension !== 'step')
+    refuseConfig("extension must be 'step' when given", ['extension']);
   checkKnownFields(fields, KNOWN_FIELDS, [], 'a step definition');
   checkStepId(fields.id, ['id'], 'step id');
   if (fields.version !== undefined) checkString(fields.version, ['version'], 'version', { min: 1, max: 64 });
   checkOneOf(fields.runsOn, STEP_PLACES, ['runsOn'], 'runsOn');
-  if (fields.timeout === undefined) refuse("a step needs timeout, one attempt's budget such as '10m'", ['timeout']);
+  if (fields.timeout === undefined)
+    refuseConfig("a step needs timeout, one attempt's budget such as '10m'", ['timeout']);
   parseDuration(fields.timeout, ['timeout']);
   if (fields.retries !== undefined) checkInteger(fields.retries, ['retries'], 'retries', 0, 100);
-  if (typeof fields.retrySafe !== 'boolean') refuse('a step needs retrySafe, true or false', ['retrySafe']);
-  if (!isStandardSchema(fields.input)) refuse('a step needs input, a manifest or a Standard Schema', ['input']);
+  if (typeof fields.retrySafe !== 'boolean') refuseConfig('a step needs retrySafe, true or false', ['retrySafe']);
+  if (!isStandardSchema(fields.input)) refuseConfig('a step needs input, a manifest or a Standard Schema', ['input']);
   if (fields.runsOn === 'control-plane') checkControlPlane(fields);
   else checkAgent(fields);
   if (fields.cleanup !== undefined) {
-    if (!Array.isArray(fields.cleanup)) refuse('cleanup must be an array of profile steps', ['cleanup']);
+    if (!Array.isArray(fields.cleanup)) refuseConfig('cleanup must be an array of profile steps', ['cleanup']);
     for (let i = 0; i < fields.cleanup.length; i += 1) checkProfileStep(fields.cleanup[i], ['cleanup', i]);
   }
   if (fields.description !== undefined) checkString(fields.description, ['description'], 'description', { max: 4096 });

@@ -1,4 +1,5 @@
-import { ComputeError, checkJson, type ErrorPath } from '@better-compute/core';
+import { checkJson, type ErrorPath } from '@better-compute/core';
+import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
 
 /**
  * A plain object's own fields, as the checks read them.
@@ -9,33 +10,6 @@ import { ComputeError, checkJson, type ErrorPath } from '@better-compute/core';
  * ```
  */
 export type Fields = Readonly<Record<string, unknown>>;
-
-/**
- * Throws the one error every definition check throws: INVALID_CONFIG with `details.path`.
- *
- * @example
- * ```ts
- * refuse('retries must be a whole number from 0 to 100', ['retries']);
- * ```
- */
-export function refuse(message: string, path: ErrorPath): never {
-  throw new ComputeError('INVALID_CONFIG', message, { details: { path } });
-}
-
-/**
- * Whether a value is an object made by `{}` or `Object.create(null)`: not an array, a class instance or a function.
- *
- * @example
- * ```ts
- * isPlainObject({ use: 'power.setPower' }); // true
- * isPlainObject(new Date()); // false
- * ```
- */
-export function isPlainObject(value: unknown): value is Fields {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
 
 /**
  * Refuses the first own field not in `known` at `[...path, field]`. A field whose value is `undefined` counts as absent,
@@ -49,7 +23,7 @@ export function isPlainObject(value: unknown): value is Fields {
 export function checkKnownFields(fields: Fields, known: ReadonlySet<string>, path: ErrorPath, what: string): void {
   for (const key of Object.keys(fields)) {
     if (fields[key] !== undefined && !known.has(key)) {
-      refuse(`unknown field ${quote(key)} in ${what}; the fields are ${[...known].join(', ')}`, [...path, key]);
+      refuseConfig(`unknown field ${quote(key)} in ${what}; the fields are ${[...known].join(', ')}`, [...path, key]);
     }
   }
 }
@@ -98,11 +72,11 @@ export function checkString(value: unknown, path: ErrorPath, label: string, rule
   const length = min > 0 ? `${min} to ${rule.max}` : `at most ${rule.max}`;
   const shape = rule.shape === undefined ? '' : `, ${rule.shape}`;
   const expected = `${label} must be a string of ${length} characters${shape}`;
-  if (typeof value !== 'string') refuse(expected, path);
-  if (value.length < min || value.length > rule.max) refuse(expected, path);
-  if (rule.pattern !== undefined && !rule.pattern.test(value)) refuse(`${expected}, not ${quote(value)}`, path);
+  if (typeof value !== 'string') refuseConfig(expected, path);
+  if (value.length < min || value.length > rule.max) refuseConfig(expected, path);
+  if (rule.pattern !== undefined && !rule.pattern.test(value)) refuseConfig(`${expected}, not ${quote(value)}`, path);
   const issue = checkJson(value, path);
-  if (issue !== undefined) refuse(`${label} ${issue.message}`, issue.path);
+  if (issue !== undefined) refuseConfig(`${label} ${issue.message}`, issue.path);
 }
 
 /**
@@ -115,7 +89,7 @@ export function checkString(value: unknown, path: ErrorPath, label: string, rule
  */
 export function checkInteger(value: unknown, path: ErrorPath, label: string, min: number, max: number): void {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    refuse(`${label} must be a whole number from ${min} to ${max}`, path);
+    refuseConfig(`${label} must be a whole number from ${min} to ${max}`, path);
   }
 }
 
@@ -134,7 +108,7 @@ export function checkOneOf<T extends string>(
   label: string,
 ): asserts value is T {
   if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
-    refuse(`${label} must be ${allowed.map((item) => `'${item}'`).join(', ')}, not ${quote(value)}`, path);
+    refuseConfig(`${label} must be ${allowed.map((item) => `'${item}'`).join(', ')}, not ${quote(value)}`, path);
   }
 }
 
@@ -148,9 +122,9 @@ export function checkOneOf<T extends string>(
  * ```
  */
 export function checkJsonObject(value: unknown, path: ErrorPath, label: string): void {
-  if (!isPlainObject(value)) refuse(`${label} must be a plain JSON object`, path);
+  if (!isPlainObject(value)) refuseConfig(`${label} must be a plain JSON object`, path);
   const issue = checkJson(value, path);
-  if (issue !== undefined) refuse(`${label} is not JSON: ${issue.message}`, issue.path);
+  if (issue !== undefined) refuseConfig(`${label} is not JSON: ${issue.message}`, issue.path);
 }
 
 /**

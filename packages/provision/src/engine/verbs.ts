@@ -1,4 +1,10 @@
-import { assertStorableText, ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
+import {
+  assertStorableText,
+  ComputeError,
+  type ErrorReason,
+  type ModuleContext,
+  type SqlExecutor,
+} from '@better-compute/core';
 import { HOST_CONFIG_ERROR_STEP } from '../config-units/apply';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import { inCleanupPhase } from './advance';
@@ -65,7 +71,7 @@ async function wake(tx: SqlExecutor, ctx: VerbContext, draft: PlanDraft): Promis
   await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key: draft.workflow.key, urgent: true });
 }
 
-function invalidState(message: string, reason: string): ComputeError {
+function invalidState(message: string, reason: ErrorReason<'INVALID_STATE'>): ComputeError {
   return new ComputeError('INVALID_STATE', message, { details: { reason } });
 }
 

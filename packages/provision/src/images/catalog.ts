@@ -3,6 +3,7 @@ import {
   type Clock,
   ComputeError,
   type ErrorPath,
+  type ErrorReason,
   isComputeError,
   newId,
   type SqlExecutor,
@@ -65,7 +66,7 @@ const MAX_REF = 256;
 const MAX_SIGNATURE = 16_384;
 const MAX_URL = 2048;
 
-function invalid(message: string, path: ErrorPath, reason?: string): ComputeError {
+function invalid(message: string, path: ErrorPath, reason?: ErrorReason<'INVALID_INPUT'>): ComputeError {
   return new ComputeError('INVALID_INPUT', message, { details: { path, ...(reason ? { reason } : {}) } });
 }
 

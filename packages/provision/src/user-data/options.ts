@@ -1,4 +1,5 @@
-import { ComputeError, type ErrorPath } from '@better-compute/core';
+import type { ErrorPath } from '@better-compute/core';
+import { refuseConfig } from '@better-compute/core/checks';
 import { BUILTIN_USER_DATA_TEMPLATES } from './builtin-templates';
 import type { UserDataTemplate } from './render-template';
 
@@ -41,12 +42,8 @@ export interface ProfileUserData {
   readonly template?: string;
 }
 
-function refuse(message: string, path: ErrorPath): never {
-  throw new ComputeError('INVALID_CONFIG', message, { details: { path } });
-}
-
 function checkUrl(value: unknown, path: ErrorPath, name: string): string {
-  if (typeof value !== 'string' || value.length > 2048) refuse(`${name} must be an http(s) URL`, path);
+  if (typeof value !== 'string' || value.length > 2048) refuseConfig(`${name} must be an http(s) URL`, path);
   let url: URL | undefined;
   try {
     url = new URL(value);
@@ -54,7 +51,7 @@ function checkUrl(value: unknown, path: ErrorPath, name: string): string {
     url = undefined;
   }
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || /\s/.test(value)) {
-    refuse(`${name} must be an http(s) URL`, path);
+    refuseConfig(`${name} must be an http(s) URL`, path);
   }
   return value;
 }
@@ -71,12 +68,12 @@ function checkUrl(value: unknown, path: ErrorPath, name: string): string {
 export function checkUserDataOptions(options: unknown, path: ErrorPath = ['userData']): CheckedUserDataOptions {
   if (options === undefined) return Object.freeze({ templates: Object.freeze({}) });
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    refuse('userData must be an object { controlPlaneUrl?, bcdUrl?, bcdSha256?, templates? }', path);
+    refuseConfig('userData must be an object { controlPlaneUrl?, bcdUrl?, bcdSha256?, templates? }', path);
   }
   const given = options as Record<string, unknown>;
   const known = new Set(['controlPlaneUrl', 'bcdUrl', 'bcdSha256', 'templates']);
   for (const key of Object.keys(given)) {
-    if (!known.has(key)) refuse(`userData has no field ${JSON.stringify(key)}`, [...path, key]);
+    if (!known.has(key)) refuseConfig(`userData has no field ${JSON.stringify(key)}`, [...path, key]);
   }
   const checked: { -readonly [K in keyof CheckedUserDataOptions]: CheckedUserDataOptions[K] } = { templates: {} };
   if (given.controlPlaneUrl !== undefined) {
@@ -86,22 +83,22 @@ export function checkUserDataOptions(options: unknown, path: ErrorPath = ['userD
   if (given.bcdSha256 !== undefined) {
     const sha = given.bcdSha256;
     if (typeof sha !== 'string' || !/^[0-9a-fA-F]{64}$/.test(sha)) {
-      refuse('bcdSha256 must be 64 hexadecimal digits', [...path, 'bcdSha256']);
+      refuseConfig('bcdSha256 must be 64 hexadecimal digits', [...path, 'bcdSha256']);
     }
     checked.bcdSha256 = sha.toLowerCase();
   }
   if (given.templates !== undefined) {
     const templates = given.templates;
     if (typeof templates !== 'object' || templates === null || Array.isArray(templates)) {
-      refuse('templates must be an object of name → template', [...path, 'templates']);
+      refuseConfig('templates must be an object of name → template', [...path, 'templates']);
     }
     const copy: Record<string, UserDataTemplate> = Object.create(null);
     for (const [name, template] of Object.entries(templates)) {
       if (name.length < 1 || name.length > 128) {
-        refuse('a template name has 1 to 128 characters', [...path, 'templates', name]);
+        refuseConfig('a template name has 1 to 128 characters', [...path, 'templates', name]);
       }
       if (typeof template !== 'string' && typeof template !== 'function') {
-        refuse('a template is a string with {{name}} placeholders or a function', [...path, 'templates', name]);
+        refuseConfig('a template is a string with {{name}} placeholders or a function', [...path, 'templates', name]);
       }
       copy[name] = template as UserDataTemplate;
     }
@@ -125,9 +122,9 @@ export function resolveUserDataTemplate(options: CheckedUserDataOptions, userDat
   if (Object.hasOwn(options.templates, name)) return options.templates[name] as UserDataTemplate;
   if (Object.hasOwn(BUILTIN_USER_DATA_TEMPLATES, name)) return BUILTIN_USER_DATA_TEMPLATES[name] as UserDataTemplate;
   if (userData.template !== undefined) {
-    refuse(`no user-data template named ${JSON.stringify(name)} is registered`, ['userData', 'template']);
+    refuseConfig(`no user-data template named ${JSON.stringify(name)} is registered`, ['userData', 'template']);
   }
-  return refuse(
+  return refuseConfig(
     `user data of kind ${JSON.stringify(userData.kind)} ships no template: name one registered with provisionModule({ userData: { templates } })`,
     ['userData', 'template'],
   );

@@ -1,0 +1,50 @@
+// `@better-compute/core/kernel`: what better-compute's own packages share beyond a plugin author's root export: agent
+// sessions, the command queue's state machine and limits, the commit service, the work queue and its workers, the
+// migrations runner, the system clock, the silent logger and the API's method listing.
+export {
+  AGENT_ROLES,
+  type AgentRole,
+  type AgentSession,
+  type AgentSessionRef,
+  type ConnectedSiteAgent,
+  closeAgentSession,
+  connectedSiteAgents,
+  currentAgentSession,
+  type OpenAgentSessionInput,
+  openAgentSession,
+  type SessionFreshness,
+  touchAgentSession,
+} from '../agents';
+export { inputJsonSchema, listApiMethods } from '../api';
+export { addMs, systemClock } from '../clock';
+export {
+  assertCommandTransition,
+  createCommandKindRegistry,
+  isCommandDue,
+  isCommandKindName,
+  isTerminalCommandState,
+  MAX_COMMAND_REASON_LENGTH,
+  MAX_POLL_LIMIT,
+  OPEN_COMMAND_STATES,
+} from '../commands';
+export {
+  type CommitChange,
+  type CommitChangeInput,
+  type CommitContext,
+  type CommitRequest,
+  type CommitResult,
+  commit,
+} from '../commit';
+export { silentLogger } from '../kernel';
+export { applyMigrations, type MigrationReport, type ModuleMigrations, readMigrationFolder } from '../migrations';
+export { coreMigrationsFolder } from '../migrations-folder';
+export {
+  createWorkQueue,
+  FencedExecutor,
+  isFencedError,
+  startWorker,
+  URGENT_LEAD_MS,
+  type WorkerHandle,
+  type WorkerOptions,
+  type WorkQueueOptions,
+} from '../work';

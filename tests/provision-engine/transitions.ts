@@ -83,8 +83,9 @@ export function transitionScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     const id = await lab.start({ id: 'lab-fenced', steps: [{ use: 'lab.noop' }] });
     const reconcile = lab.provision.reconcilers?.[WORKFLOW_WORK_KIND];
-    const lost = new FencedExecutor(lab.db, { workerId: 'wkr_gone', shard: 0, epoch: 1 });
-    const ctx: ModuleContext = { ...lab.compute.context, sql: lost };
+    const lease = { workerId: 'wkr_gone', shard: 0, epoch: 1 };
+    const lost = new FencedExecutor(lab.db, lease);
+    const ctx: ModuleContext = { ...lab.compute.context, sql: lost, lease };
     const error = await rejectionOf(() => reconcile?.(lab.nodeId, ctx) ?? Promise.resolve());
     expect(isFencedError(error)).toBe(true);
     const wf = await lab.workflow(id);

@@ -6,7 +6,7 @@ import type { EventBus, NewEvent } from '../events/types';
 import { type Bind, bindParams } from '../sql/bind-params';
 import type { SqlExecutor } from '../sql/executor';
 import { isSqlError } from '../sql/sql-error';
-import { fencedError, leaseFenceParams, leaseFenceSql, leaseOf } from '../work/fenced-executor';
+import { fencedError, leaseFenceParams, leaseFenceSql, type ShardLease } from '../work/fenced-executor';
 import { requeueItemSql } from '../work/finish';
 import { checkChangeName } from './params';
 
@@ -81,6 +81,8 @@ export interface CommitContext {
   readonly commands: CommandQueue;
   readonly events: EventBus;
   readonly item?: { readonly kind: string; readonly key: string };
+  /** The worker's shard lease (a worker's `ctx.lease`): the statement written without `tx` is fenced by it. */
+  readonly lease?: ShardLease;
 }
 
 interface Built {
@@ -104,7 +106,7 @@ function build(
     return atParam;
   };
   const parts: string[] = [];
-  const lease = fenced ? leaseOf(ctx.sql) : undefined;
+  const lease = fenced ? ctx.lease : undefined;
   const gateConditions: string[] = [];
   if (lease) {
     const first = params.length + 1;
@@ -151,7 +153,7 @@ async function run<R>(
 ): Promise<{ written: boolean; row: R | undefined }> {
   const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
   const { commit_written, commit_held, ...row } = rows[0] ?? {};
-  const lease = leaseOf(ctx.sql);
+  const { lease } = ctx;
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;
   return { written, row: written ? (row as R) : undefined };
@@ -160,8 +162,9 @@ async function run<R>(
 /**
  * Commits a reconciler's decision: the module's own changes, the events, at most one command and the requeue of the
  * pass's work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
- * fenced by the worker's shard lease when `ctx.sql` is a worker's (else INVALID_STATE `fenced`), the command staged
- * (`commands.stage`) and inserted by the same statement, everything gated on the first change. With `tx` (a
+ * fenced by the worker's shard lease when there is one (`ctx.lease`, which a worker sets; INVALID_STATE `fenced`
+ * when it is no longer held), the command staged (`commands.stage`) and inserted by the same statement, everything
+ * gated on the first change. With `tx` (a
  * transaction the caller opened, fenced by the worker's executor already), the command is enqueued there with its
  * policies (`commands.enqueue`, find-before-create), then the statement runs without a fence. A refused command is
  * reported, never thrown, and nothing of the commit is written.

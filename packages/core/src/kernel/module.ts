@@ -6,6 +6,7 @@ import type { MigrationSource } from '../migrations';
 import type { PkiPort } from '../ports/pki';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlExecutor } from '../sql/executor';
+import type { ShardLease } from '../work/fenced-executor';
 import type { ReconcileResult, WorkQueue } from '../work/types';
 import type { FindingsProvider } from './findings';
 import type { Logger } from './logger';
@@ -79,6 +80,12 @@ export interface ModuleContext {
    * requeue in its own last statement (`commit(ctx, { requeue })`) and say so (`requeueWritten`). Undefined elsewhere.
    */
   item?: { readonly kind: string; readonly key: string };
+  /**
+   * In a reconciler run by a worker: the shard lease the worker processes `item` under (its `sql` is fenced by the
+   * same lease in `transaction`). `commit` fences the one statement it writes without a transaction by it. Undefined
+   * elsewhere (`runDueWork`, a call outside a worker): then nothing is fenced.
+   */
+  lease?: ShardLease;
 }
 
 /**

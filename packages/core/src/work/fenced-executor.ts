@@ -36,19 +36,6 @@ export async function assertLeaseHeld(tx: SqlExecutor, lease: ShardLease): Promi
 }
 
 /**
- * The lease a reconciler's `sql` works under: set when it is a worker's {@link FencedExecutor}, undefined otherwise.
- * `commit` reads it to fence the one autocommitted statement it writes (no `transaction`).
- *
- * @example
- * ```ts
- * const lease = leaseOf(ctx.sql);
- * ```
- */
-export function leaseOf(sql: SqlExecutor): ShardLease | undefined {
-  return sql instanceof FencedExecutor ? sql.lease : undefined;
-}
-
-/**
  * A SELECT that returns one row while `lease` is held at its epoch and share-locks the lease row (as
  * {@link assertLeaseHeld} does), for a CTE of a caller's own statement; its three parameters start at `$first` and
  * are {@link leaseFenceParams}.

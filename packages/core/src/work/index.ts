@@ -4,7 +4,6 @@ export {
   FencedExecutor,
   fencedError,
   isFencedError,
-  leaseOf,
   type ShardLease,
 } from './fenced-executor';
 export { type RunDueWorkOptions, runDueWork } from './run-due-work';

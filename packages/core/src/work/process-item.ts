@@ -17,7 +17,10 @@ export interface ProcessItemInput {
   db: SqlExecutor;
   /** The executor the reconciler gets as `ctx.sql`, fenced in a worker. */
   sql: SqlExecutor;
-  /** The lease the item is processed under (a worker); recording the result is fenced by it. */
+  /**
+   * The lease the item is processed under (a worker): the reconciler gets it as `ctx.lease`, and recording the result
+   * is fenced by it.
+   */
   lease?: ShardLease;
   /**
    * Records `done` and `requeued` instead of {@link finishItem} (a worker batches them); answers whether the item was
@@ -73,6 +76,7 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
       ...(input.signal ? { signal: input.signal } : {}),
       ...('preloaded' in item ? { preloaded: item.preloaded } : {}),
       item: { kind: item.kind, key: item.key },
+      ...(input.lease ? { lease: input.lease } : {}),
     };
     return checkResult(await reconciler(item.key, ctx));
   } catch (error) {

@@ -5,7 +5,7 @@ import { ComputeError } from '../../src/errors';
 import { createEventBus } from '../../src/events';
 import { manifest } from '../../src/manifest';
 import type { SqlExecutor } from '../../src/sql';
-import { FencedExecutor, isFencedError } from '../../src/work';
+import { FencedExecutor, isFencedError, type ShardLease } from '../../src/work';
 import type { ScratchDatabase } from '../support/databases';
 import { insertNode, manualClock, prepareKernel, recordingWork, resetKernel } from './command-queue';
 
@@ -27,7 +27,13 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
   const events = createEventBus({ clock });
   const commands = createCommandQueue({ kinds, clock, work: recordingWork, policies: [refuseWipes] });
   let nodeId: string;
-  const ctx = (sql: SqlExecutor = db) => ({ sql, clock, commands, events });
+  const ctx = (sql: SqlExecutor = db, lease?: ShardLease) => ({
+    sql,
+    clock,
+    commands,
+    events,
+    ...(lease ? { lease } : {}),
+  });
   // The module's own table: a row with a revision, and the command it sent.
   const bump = (revision: number): CommitChange => ({
     name: 'thing',
@@ -106,9 +112,10 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       });
     });
 
-    it('is fenced by the worker lease of ctx.sql: a lease not held is INVALID_STATE fenced, nothing written', async () => {
-      const fenced = new FencedExecutor(db, { workerId: 'w-gone', shard: 3, epoch: 9 });
-      const error = await commit(ctx(fenced), { changes: [bump(1)] }).catch((e: unknown) => e);
+    it('is fenced by the worker lease of ctx.lease: a lease not held is INVALID_STATE fenced, nothing written', async () => {
+      const lease = { workerId: 'w-gone', shard: 3, epoch: 9 };
+      const fenced = new FencedExecutor(db, lease);
+      const error = await commit(ctx(fenced, lease), { changes: [bump(1)] }).catch((e: unknown) => e);
       expect(isFencedError(error)).toBe(true);
       expect((await state()).thing).toEqual([{ revision: 1, command_id: null }]);
     });

@@ -56,6 +56,19 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       expect(row.rows[0]?.stopped_at).toBeInstanceOf(Date);
     });
 
+    it('gives a reconciler the lease it processes the item under (ctx.lease), the one commit fences with', async () => {
+      let seen: unknown;
+      const worker = await start({
+        r: async (_key, ctx) => {
+          seen = ctx.lease;
+        },
+      });
+      await enqueue('r', 'node_1');
+      await waitFor('the item to be handled', () => seen !== undefined);
+      await worker.stop();
+      expect(seen).toEqual({ workerId: worker.id, shard: shardOf('node_1', SHARDS), epoch: expect.any(Number) });
+    });
+
     it('never runs two items with the same key at once, across kinds', async () => {
       const active = new Map<string, number>();
       let overlap = 0;

@@ -4,3 +4,14 @@
 export { checkMachineUrl, type MachineAddresses, type MachineUrl } from './http-via-site/machine-url';
 export { checkInventory, type Inventory, inventoryLabels, inventorySchema } from './inventory/inventory';
 export * from './lifecycle';
+export { applyMove, type MoveContext, type MoveExtras, moveEventType, type PhaseProfiles } from './machines/apply-move';
+export {
+  type DeployRequest,
+  type MachineError,
+  type MachineRecord,
+  readMachine,
+  snapshotOf,
+} from './machines/machine-rows';
+export { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
+export { type MetalModule, type MetalOptions, metal } from './metal-module';
+export { metalMigrationsFolder } from './migrations-folder';

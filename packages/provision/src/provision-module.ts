@@ -8,6 +8,7 @@ import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
 import { type Engine, startWorkflow } from './engine/start-workflow';
+import { abortWorkflow } from './engine/verbs';
 import { type ImageCatalog, imageCatalog } from './images/catalog';
 import { provisionMigrationsFolder } from './migrations-folder';
 import { buildShippedProfiles } from './profiles/profile-store';
@@ -66,6 +67,11 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
   const kernel: { clock?: Clock } = {};
   const workflows = (ctx: Parameters<NonNullable<ComputeModule['workflows']>>[0]): WorkflowsPort => ({
     start: (tx, input) => startWorkflow(tx, ctx, engine, input),
+    // The verb in the caller's transaction: its own transaction becomes a savepoint there.
+    abort: async (tx, input) => {
+      const reason = input.reason === undefined ? {} : { reason: input.reason };
+      await abortWorkflow({ ...ctx, sql: tx }, { workflowId: input.workflowId, ...reason });
+    },
   });
   return Object.freeze({
     id: 'provision' as const,

@@ -3,6 +3,7 @@ export { assertModuleId, type ComputePlugin, definePlugin, type PluginDefinition
 export type { Finding, FindingSeverity, FindingsProvider } from './findings';
 export { type LogFields, type Logger, silentLogger } from './logger';
 export type {
+  AbortWorkflowInput,
   ComputeModule,
   Extension,
   ModuleContext,

@@ -42,6 +42,26 @@ export interface StartWorkflowInput {
  */
 export interface WorkflowsPort {
   start(tx: SqlExecutor, input: StartWorkflowInput): Promise<{ id: string }>;
+  /**
+   * Aborts a workflow in the caller's transaction, as the `workflows.abort` verb does: pending steps and the command in
+   * flight are cancelled, its cleanup runs and it ends `cancelled` (its owner is queued then). Aborting twice does
+   * nothing; a succeeded workflow is INVALID_STATE, an unknown one NOT_FOUND.
+   */
+  abort(tx: SqlExecutor, input: AbortWorkflowInput): Promise<void>;
+}
+
+/**
+ * What aborting a workflow through {@link WorkflowsPort.abort} takes: the workflow, and a reason kept as its
+ * `cancelReason` (at most 1024 characters).
+ *
+ * @example
+ * ```ts
+ * await ctx.workflows!.abort(tx, { workflowId, reason: 'metal.abort by an operator' });
+ * ```
+ */
+export interface AbortWorkflowInput {
+  workflowId: string;
+  reason?: string;
 }
 
 /**

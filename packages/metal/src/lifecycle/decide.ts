@@ -12,6 +12,21 @@ export interface LifecycleSnapshot {
   enrolling?: boolean;
   /** The phase a `failed` node failed in, which `recover` runs again. */
   failedFrom?: PhaseState;
+  /** Where the enroll under way stops (see {@link HoldPoint}). */
+  holdAfter?: HoldPoint;
+  /** The machine rests in its `holdAfter` state with no workflow, until `inspect` or `commission` continues it. */
+  held?: boolean;
+}
+
+/**
+ * Where an enroll may ask to stop: after its `enrolling` workflow (the BMC answers) or after its `inspecting` one
+ * (the inventory is known), before anything is written to the machine's disks.
+ */
+export type HoldPoint = 'enrolling' | 'inspecting';
+
+/** What a request brings besides its verb: an enroll's hold point. */
+export interface RequestOptions {
+  holdAfter?: HoldPoint;
 }
 
 /** An operator's request, as the `metal` API group names them. */
@@ -36,6 +51,10 @@ export interface LifecycleMove {
   startsWorkflow: boolean;
   enrolling: boolean;
   failedFrom: PhaseState | undefined;
+  /** The enroll's hold point, kept for the rest of the enroll (and its recover). */
+  holdAfter: HoldPoint | undefined;
+  /** The machine stops here, held: `to` is the phase state it rests in, with no workflow. */
+  held: boolean;
 }
 
 /** The states each request on an enrolled machine is accepted in. */
@@ -52,19 +71,58 @@ export const ACCEPTED_IN: Readonly<Record<Exclude<LifecycleVerb, 'enroll' | 'ado
     recover: ['failed'],
   });
 
-function refuse(verb: LifecycleVerb, state: NodeState | undefined): never {
+function refuse(verb: LifecycleVerb, state: NodeState | undefined, held = false): never {
   const where = state === undefined ? 'a machine that is not enrolled' : `a machine in state '${state}'`;
-  throw new ComputeError('INVALID_STATE', `cannot ${verb} ${where}`, {
-    details: { reason: 'illegal-move', state: state ?? null, verb },
+  throw new ComputeError('INVALID_STATE', `cannot ${verb} ${where}${held ? ' (held)' : ''}`, {
+    details: { reason: 'illegal-move', state: state ?? null, verb, ...(held ? { held: true } : {}) },
   });
 }
 
-function phase(from: NodeState | undefined, to: PhaseState, enrolling = false): LifecycleMove {
-  return { from, to, startsWorkflow: true, enrolling, failedFrom: undefined };
+function phase(
+  from: NodeState | undefined,
+  to: PhaseState,
+  enrolling = false,
+  holdAfter: HoldPoint | undefined = undefined,
+): LifecycleMove {
+  return { from, to, startsWorkflow: true, enrolling, failedFrom: undefined, holdAfter, held: false };
 }
 
 function rest(from: NodeState, to: NodeState): LifecycleMove {
-  return { from, to, startsWorkflow: false, enrolling: false, failedFrom: undefined };
+  return {
+    from,
+    to,
+    startsWorkflow: false,
+    enrolling: false,
+    failedFrom: undefined,
+    holdAfter: undefined,
+    held: false,
+  };
+}
+
+function hold(state: HoldPoint): LifecycleMove {
+  return {
+    from: state,
+    to: state,
+    startsWorkflow: false,
+    enrolling: true,
+    failedFrom: undefined,
+    holdAfter: state,
+    held: true,
+  };
+}
+
+/** What a held machine accepts: the request that continues its enroll, a fresh inspect, or retire. */
+function decideHeld(node: LifecycleSnapshot & { state: HoldPoint }, verb: LifecycleVerb): LifecycleMove | undefined {
+  if (verb === 'retire') return phase(node.state, 'retiring');
+  if (node.state === 'enrolling' && verb === 'inspect') return phase('enrolling', 'inspecting', true);
+  if (node.state === 'inspecting' && verb === 'commission') return phase('inspecting', 'commissioning', true);
+  // Inspecting again holds again: the operator looks at the fresh inventory before commissioning.
+  if (node.state === 'inspecting' && verb === 'inspect') return phase('inspecting', 'inspecting', true, 'inspecting');
+  return undefined;
+}
+
+function isHoldPoint(state: NodeState): state is HoldPoint {
+  return state === 'enrolling' || state === 'inspecting';
 }
 
 /**
@@ -78,10 +136,17 @@ function rest(from: NodeState, to: NodeState): LifecycleMove {
  * decideRequest({ state: 'deployed' }, 'deploy'); // throws INVALID_STATE: cannot deploy a machine in state 'deployed'
  * ```
  */
-export function decideRequest(node: LifecycleSnapshot | undefined, verb: LifecycleVerb): LifecycleMove {
+export function decideRequest(
+  node: LifecycleSnapshot | undefined,
+  verb: LifecycleVerb,
+  options: RequestOptions = {},
+): LifecycleMove {
   if (verb === 'enroll' || verb === 'adopt') {
     if (node !== undefined) refuse(verb, node.state);
-    return verb === 'adopt' ? phase(undefined, 'adopting') : phase(undefined, 'enrolling', true);
+    return verb === 'adopt' ? phase(undefined, 'adopting') : phase(undefined, 'enrolling', true, options.holdAfter);
+  }
+  if (node?.held === true && isHoldPoint(node.state)) {
+    return decideHeld({ ...node, state: node.state }, verb) ?? refuse(verb, node.state, true);
   }
   if (node === undefined || !ACCEPTED_IN[verb].includes(node.state)) refuse(verb, node?.state);
   const current = node.state;
@@ -103,10 +168,15 @@ export function decideRequest(node: LifecycleSnapshot | undefined, verb: Lifecyc
         startsWorkflow: false,
         enrolling: node.enrolling === true,
         failedFrom: isPhaseState(current) ? current : undefined,
+        holdAfter: node.holdAfter,
+        held: false,
       };
-    case 'recover':
-      // The phase it failed in runs again (still part of its enroll if it was); with none known, a fresh inspect.
-      return phase(current, node.failedFrom ?? 'inspecting', node.failedFrom !== undefined && node.enrolling === true);
+    case 'recover': {
+      // The phase it failed in runs again (still part of its enroll if it was, with its hold point); with none known,
+      // a fresh inspect.
+      const enrolling = node.failedFrom !== undefined && node.enrolling === true;
+      return phase(current, node.failedFrom ?? 'inspecting', enrolling, enrolling ? node.holdAfter : undefined);
+    }
   }
 }
 
@@ -127,16 +197,19 @@ export function decideWorkflowEnd(
   outcome: 'succeeded' | 'failed' | 'cancelled',
 ): LifecycleMove | undefined {
   const { state } = node;
-  if (!isPhaseState(state)) return undefined;
+  // A held machine runs no workflow of metal's: an end it hears of is not its phase's.
+  if (!isPhaseState(state) || node.held === true) return undefined;
   const enrolling = node.enrolling === true;
+  const holdAfter = enrolling ? node.holdAfter : undefined;
   if (outcome !== 'succeeded') {
-    return { from: state, to: 'failed', startsWorkflow: false, enrolling, failedFrom: state };
+    return { from: state, to: 'failed', startsWorkflow: false, enrolling, failedFrom: state, holdAfter, held: false };
   }
   switch (state) {
     case 'enrolling':
-      return phase(state, 'inspecting', true);
+      return holdAfter === 'enrolling' ? hold(state) : phase(state, 'inspecting', true, holdAfter);
     case 'inspecting':
-      return enrolling ? phase(state, 'commissioning', true) : rest(state, 'available');
+      if (!enrolling) return rest(state, 'available');
+      return holdAfter === 'inspecting' ? hold(state) : phase(state, 'commissioning', true);
     case 'commissioning':
     case 'releasing':
       return rest(state, 'available');

@@ -2,9 +2,11 @@ export {
   ACCEPTED_IN,
   decideRequest,
   decideWorkflowEnd,
+  type HoldPoint,
   type LifecycleMove,
   type LifecycleSnapshot,
   type LifecycleVerb,
+  type RequestOptions,
 } from './decide';
 export {
   isPhaseState,

@@ -19,6 +19,9 @@ export const metalMachines = pgTable(
     enrolling: boolean('enrolling').notNull().default(false),
     // An enroll that asked to stop after `enrolling` or `inspecting`; the machine rests there until inspect/commission.
     holdAfter: text('hold_after'),
+    // The machine rests in `enrolling` or `inspecting` as its enroll asked (holdAfter), with no workflow, until an
+    // operator's inspect or commission continues it.
+    held: boolean('held').notNull().default(false),
     // The workflow of metal's that runs now (null when none does).
     workflowId: text('workflow_id'),
     // The error of the workflow (or abort) that failed the machine: { code, message, stepId?, workflowId }.

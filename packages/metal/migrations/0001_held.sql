@@ -1,0 +1,1 @@
+ALTER TABLE "metal_machines" ADD COLUMN "held" boolean DEFAULT false NOT NULL;

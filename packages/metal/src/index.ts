@@ -14,4 +14,12 @@ export {
 } from './machines/machine-rows';
 export { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
 export { type MetalModule, type MetalOptions, metal } from './metal-module';
+export {
+  type HttpViaSiteMethod,
+  type HttpViaSiteRequest,
+  type HttpViaSiteResponse,
+  httpViaSite,
+} from './http-via-site/http-via-site';
 export { metalMigrationsFolder } from './migrations-folder';
+export * from './profiles';
+export * from './steps';

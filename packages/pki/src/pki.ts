@@ -1,4 +1,5 @@
 import {
+  type AttestationPort,
   type Clock,
   type ComputeModule,
   type JoinRole,
@@ -67,6 +68,8 @@ export interface Pki {
   module: ComputeModule;
   port(sql?: SqlExecutor, clock?: Clock): PkiPort;
   secrets(sql: SqlExecutor, clock?: Clock): Required<SecretBroker>;
+  /** The attested-result verifier port (`betterCompute({ attestation })`): {@link verifyAttestedResult} under its clock. */
+  attestation(clock?: Clock): AttestationPort;
   issueJoinToken(tx: SqlExecutor, input: JoinTokenInput): Promise<{ id: string; token: string }>;
   revokeJoinToken(tx: SqlExecutor, id: string): Promise<void>;
   joinAgent(tx: SqlExecutor, input: JoinAgentInput): Promise<JoinAgentResult>;
@@ -107,6 +110,7 @@ export interface Pki {
  *   modules: [security.module, provisionModule({ imageVerifier: security.imageVerifier }), metal()],
  *   pki: security.port(),
  *   secrets: security.secrets(database),
+ *   attestation: security.attestation(),
  * });
  * ```
  */
@@ -145,6 +149,9 @@ export function pki(options: PkiOptions): Pki {
       issueJoinToken: (tx, input) => issueJoinToken(tx, input, { clock: portClock ?? clock }),
     }),
     secrets: (sql, secretsClock) => createSecretBroker(sql, { key, clock: secretsClock ?? clock, log }),
+    attestation: (attestationClock) => ({
+      verify: (sql, input) => verifyAttestedResult(sql, input, { clock: attestationClock ?? clock }),
+    }),
     issueJoinToken: (tx, input) => issueJoinToken(tx, input, deps()),
     revokeJoinToken: (tx, id) => revokeJoinToken(tx, id, deps()),
     joinAgent: (tx, input) => joinAgent(tx, input, deps()),

@@ -7,6 +7,7 @@ import { ComputeError } from '../errors';
 import { createEventBus, type KernelEventBus } from '../events';
 import { applyMigrations, loadMigrations, readMigrationFolder } from '../migrations';
 import { coreMigrationsFolder } from '../migrations-folder';
+import type { AttestationPort } from '../ports/attestation';
 import type { PkiPort } from '../ports/pki';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlDatabase, SqlExecutor } from '../sql/executor';
@@ -24,6 +25,8 @@ export interface BetterComputeOptions {
   plugins?: readonly ComputeModule[];
   pki?: PkiPort;
   secrets?: SecretBroker;
+  /** Verifies node-signed command results (`ctx.attestation`); pki's `attestation()` provides it. */
+  attestation?: AttestationPort;
   workflows?: WorkflowsPort;
   clock?: Clock;
   logger?: Logger;
@@ -149,6 +152,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
     config: options.config ?? {},
     ...(options.pki ? { pki: options.pki } : {}),
     ...(options.secrets ? { secrets: options.secrets } : {}),
+    ...(options.attestation ? { attestation: options.attestation } : {}),
   });
   const workflows = options.workflows ?? workflowsFromModules(registry.modules, baseContext(database));
   const makeContext = (sql: SqlExecutor): ModuleContext => ({

@@ -3,6 +3,7 @@ import type { Clock } from '../clock';
 import type { CommandKindDefinition, CommandKindRegistry, CommandPolicy, CommandQueue } from '../commands/types';
 import type { EventBus } from '../events/types';
 import type { MigrationSource } from '../migrations';
+import type { AttestationPort } from '../ports/attestation';
 import type { PkiPort } from '../ports/pki';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlExecutor } from '../sql/executor';
@@ -86,6 +87,8 @@ export interface ModuleContext {
   log: Logger;
   pki?: PkiPort;
   secrets?: SecretBroker;
+  /** Verifies node-signed command results (pki provides it); optional like `pki` and `secrets`. */
+  attestation?: AttestationPort;
   config: Readonly<Record<string, unknown>>;
   /** In a reconciler run by a worker: aborted when that worker starts to stop. Undefined elsewhere. */
   signal?: AbortSignal;

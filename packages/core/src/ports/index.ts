@@ -1,3 +1,4 @@
+export type { AttestationPort, AttestedResultInput } from './attestation';
 export type { ImageSource, ImageSourceContext, ResolvedImageSource } from './images';
 export type { HardwareExpectation, IssueJoinTokenInput, JoinRole, PkiPort } from './pki';
 export type { SecretBroker, SecretRef } from './secrets';

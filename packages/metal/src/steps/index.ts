@@ -1,2 +1,65 @@
-// Placeholder until metal's steps land: the module registers these as its extensions.
-export const metalSteps = [] as const;
+import type { Step } from '@better-compute/provision';
+import { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
+import { diskWipe, resetGpus } from './attested-steps';
+import { getPower, mediaEject, mediaInsert, setBootDevice, setPower } from './bmc-steps';
+import { type DeployStepOptions, deployStep } from './deploy';
+import { ensureRamdisk } from './ensure-ramdisk';
+import { inspectCollect } from './inspect-collect';
+import { talosReady } from './talos-ready';
+
+export { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
+export { diskWipe, resetGpus } from './attested-steps';
+export { BOOT_DEVICES, getPower, mediaEject, mediaInsert, POWER_ACTIONS, setBootDevice, setPower } from './bmc-steps';
+export { type DeployStepOptions, deployStep } from './deploy';
+export { ensureRamdisk, RAMDISK_TOKEN_TTL_SECONDS } from './ensure-ramdisk';
+export { INVENTORY_LABEL_KEYS, inspectCollect, MAX_MACHINE_ADDRESSES } from './inspect-collect';
+export {
+  bmcPayloadOf,
+  driverBinding,
+  type MachineBmc,
+  type MetalMachine,
+  machineForStep,
+  siteRelayAgent,
+} from './relay';
+export { talosReady } from './talos-ready';
+
+/**
+ * Metal's steps, with `deploy.deploy` built from `options` (its image verifier).
+ *
+ * @example
+ * ```ts
+ * const steps = createMetalSteps({ imageVerifier: myVerifier });
+ * ```
+ */
+export function createMetalSteps(options: DeployStepOptions = {}): readonly Step[] {
+  return Object.freeze([
+    setPower,
+    getPower,
+    setBootDevice,
+    mediaInsert,
+    mediaEject,
+    ensureRamdisk,
+    inspectCollect,
+    deployStep(options),
+    bootKexec,
+    nodeReboot,
+    daemonUpgrade,
+    diagDcgm,
+    diskWipe,
+    resetGpus,
+    talosReady,
+  ] as Step[]);
+}
+
+/**
+ * Every step metal ships, as `metal()` registers them (its `extensions`): the relaying BMC steps (`power.setPower`,
+ * `power.getPower`, `management.setBootDevice`, `media.insert`, `media.eject`), `metal.ensureRamdisk`,
+ * `inspect.collect`, `deploy.deploy`, the agent steps (`boot.kexec`, `node.reboot`, `daemon.upgrade`, `diag.dcgm`),
+ * the verified `disk.wipe`, `health.resetGpus` and `metal.talosReady`.
+ *
+ * @example
+ * ```ts
+ * const provision = provisionModule({ steps: metalSteps, profiles: metalProfiles });
+ * ```
+ */
+export const metalSteps: readonly Step[] = createMetalSteps();

@@ -1,4 +1,6 @@
-import { COMPUTE_ERROR_CODES, isComputeError, listApiMethods, storableTextProblem } from 'better-compute/core';
+import { COMPUTE_ERROR_CODES, isComputeError } from 'better-compute/core';
+import { storableTextProblem } from 'better-compute/core/checks';
+import { listApiMethods } from 'better-compute/core/kernel';
 import { storeProfile } from 'better-compute/provision';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,13 +1,5 @@
-import {
-  betterCompute,
-  type Command,
-  type Compute,
-  isSqlError,
-  openAgentSession,
-  type SqlDatabase,
-  systemClock,
-  touchAgentSession,
-} from 'better-compute/core';
+import { betterCompute, type Command, type Compute, isSqlError, type SqlDatabase } from 'better-compute/core';
+import { openAgentSession, systemClock, touchAgentSession } from 'better-compute/core/kernel';
 import { createPostgresDatabase } from 'better-compute/core/postgres';
 import { type ProfileDefinition, provisionModule, storeProfile } from 'better-compute/provision';
 import { insertNode, insertSite } from 'better-compute/testkit';
@@ -76,6 +68,8 @@ class StubbornAgents {
   #stopped = false;
   #loops: Promise<void>[] = [];
   readonly #busy = new Set<string>();
+  /** For a node whose agent call is under way: since when, and which call (to tell a hung call from a lost one). */
+  readonly calls = new Map<string, { since: number; call: string }>();
 
   constructor(private readonly compute: Compute) {}
 
@@ -116,18 +110,25 @@ class StubbornAgents {
     for (const { node_id: nodeId } of rows) {
       if (this.#busy.has(nodeId)) continue;
       this.#busy.add(nodeId);
+      this.calls.set(nodeId, { since: Date.now(), call: 'serve' });
       void this.#serve(nodeId)
         .catch(() => {
           this.errors += 1;
         })
-        .finally(() => this.#busy.delete(nodeId));
+        .finally(() => {
+          this.#busy.delete(nodeId);
+          this.calls.delete(nodeId);
+        });
     }
   }
 
   async #serve(nodeId: string): Promise<void> {
     const { commands } = this.compute;
     const db = this.compute.database;
+    const mark = (call: string) => this.calls.set(nodeId, { since: this.calls.get(nodeId)?.since ?? Date.now(), call });
+    mark('poll');
     const polled = await db.transaction((tx) => commands.pollCommands(tx, { nodeId, limit: 100 }));
+    mark('open');
     // A call that failed may have committed: what is open besides what the poll returned is taken up again.
     const { rows } = await db.query<{ id: string }>(
       "SELECT id FROM commands WHERE node_id = $1 AND state IN ('acked', 'running')",
@@ -138,6 +139,7 @@ class StubbornAgents {
       const command = await commands.get(db, row.id);
       if (command) open.push(command);
     }
+    mark('answer');
     await Promise.all(open.map((command) => this.#answer(nodeId, command)));
   }
 
@@ -271,7 +273,7 @@ describe.skipIf(!optedIn || 'missing' in binaries)('the engine on a PostgreSQL s
       await sleep(500);
     }
     const finishedAt = Date.now();
-    if (open > 0) await reportStuck(db, ids);
+    if (open > 0) await reportStuck(db, ids, agents);
     await reportFailed(db, ids);
     clearInterval(diag);
 
@@ -326,7 +328,7 @@ describe.skipIf(!optedIn || 'missing' in binaries)('the engine on a PostgreSQL s
 });
 
 /** What a workflow that did not finish was doing, for the next person to read: its steps and its work item. */
-async function reportStuck(db: SqlDatabase, ids: string[]): Promise<void> {
+async function reportStuck(db: SqlDatabase, ids: string[], agents: StubbornAgents): Promise<void> {
   const read = <R>(text: string, params: unknown[]) => retrying(() => db.query<R>(text, params)).then((r) => r.rows);
   const stuck = await read<{ id: string; node_id: string; state: string; revision: number }>(
     "SELECT id, node_id, state, revision FROM workflows WHERE id = ANY($1::text[]) AND state NOT IN ('succeeded', 'failed', 'cancelled') LIMIT 5",
@@ -345,7 +347,9 @@ async function reportStuck(db: SqlDatabase, ids: string[]): Promise<void> {
       "SELECT key, state, updated_at FROM commands WHERE workflow_id = $1 AND state NOT IN ('succeeded')",
       [wf.id],
     );
-    console.log(`stuck workflow: ${JSON.stringify({ wf, steps, items, commands, now: new Date() })}`);
+    const agentCall = agents.calls.get(wf.node_id);
+    const agent = agentCall ? { ...agentCall, forMs: Date.now() - agentCall.since } : null;
+    console.log(`stuck workflow: ${JSON.stringify({ wf, steps, items, commands, agent, now: new Date() })}`);
   }
 }
 

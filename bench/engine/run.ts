@@ -11,14 +11,8 @@
 // Usage: pnpm --filter @better-compute/bench engine [workflows]   (default 1000; see bench/README.md for the knobs)
 
 import { readFileSync } from 'node:fs';
-import {
-  betterCompute,
-  type Compute,
-  manifest,
-  type SqlDatabase,
-  type SqlExecutor,
-  systemClock,
-} from '@better-compute/core';
+import { betterCompute, type Compute, manifest, type SqlDatabase, type SqlExecutor } from '@better-compute/core';
+import { systemClock } from '@better-compute/core/kernel';
 import { createPgliteDatabase } from '@better-compute/core/pglite';
 import { createPostgresDatabase } from '@better-compute/core/postgres';
 import { defineStep, type ProfileDefinition, provisionModule, storeProfile } from '@better-compute/provision';

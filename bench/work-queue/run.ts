@@ -1,17 +1,15 @@
 // bench/work-queue: items per second through the work queue with 1, 2 and 4 workers on the local PostgreSQL, and the
 // enqueue→start latency, beside pgbench's single-row-insert TPS and Graphile Worker's no-op jobs per second, measured
 // in the same run on the same server. Usage: pnpm --filter @better-compute/bench work-queue [items]
+import type { ModuleContext, Reconciler, SqlExecutor } from '@better-compute/core';
 import {
   applyMigrations,
   coreMigrationsFolder,
   createWorkQueue,
-  type ModuleContext,
-  type Reconciler,
   readMigrationFolder,
-  type SqlExecutor,
   startWorker,
   systemClock,
-} from '@better-compute/core';
+} from '@better-compute/core/kernel';
 import { createPostgresDatabase } from '@better-compute/core/postgres';
 import { graphileJobsPerSecond } from '../support/graphile';
 import { pgbenchInsertTps } from '../support/pgbench';

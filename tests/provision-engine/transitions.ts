@@ -1,4 +1,5 @@
-import { FencedExecutor, isFencedError, type ModuleContext } from 'better-compute/core';
+import type { ModuleContext } from 'better-compute/core';
+import { FencedExecutor, isFencedError } from 'better-compute/core/kernel';
 import { abortWorkflow, pauseWorkflow, WORKFLOW_WORK_KIND } from 'better-compute/provision';
 import { expect, it } from 'vitest';
 import { type EngineLab, lab as record, stepStates } from '../support/engine-lab';

@@ -1,4 +1,5 @@
-import { type ApiMethod, inputJsonSchema } from 'better-compute/core';
+import type { ApiMethod } from 'better-compute/core';
+import { inputJsonSchema } from 'better-compute/core/kernel';
 import fc from 'fast-check';
 
 // Arbitraries for fuzzing API methods: inputs shaped after a method's own JSON Schema, with parts made hostile.

@@ -1,18 +1,70 @@
-export * from './agents';
-export * from './api';
-export * from './clock';
-export * from './commands';
-export * from './commit';
+// The root export: what a plugin author needs. What better-compute's own packages share beyond it lives on subpaths:
+// `/kernel` (queues, workers, commit, agent sessions, migrations), `/checks` (validation helpers), `/nodes`,
+// `/conformance`, `/pglite` and `/postgres` (see the README).
+export {
+  type ApiCallContext,
+  type ApiClient,
+  type ApiGroup,
+  type ApiMethod,
+  type ApiMethodDefinition,
+  type ApiPermission,
+  COMPUTE_NODE,
+  COMPUTE_TENANT,
+  type CreateCredentialInput,
+  createCredential,
+  defineApiGroup,
+  defineApiMethod,
+  type Principal,
+  type ResourceRef,
+  ROOT_TENANT_ID,
+  resolveNodeResource,
+  resolveTenantResource,
+  resourceNotFound,
+  revokeCredential,
+} from './api';
+export type { Clock } from './clock';
+export type {
+  Command,
+  CommandKindDefinition,
+  CommandKindEntry,
+  CommandKindRegistry,
+  CommandPolicy,
+  CommandQueue,
+  CommandState,
+  NewCommand,
+} from './commands';
 export * from './duration';
 export * from './errors';
-export * from './events';
+export type { ComputeEvent, EventBus, NewEvent } from './events';
 export * from './ids';
-export * from './json';
-export * from './kernel';
+export type { Json } from './json';
+export {
+  type BetterComputeOptions,
+  betterCompute,
+  type Compute,
+  definePlugin,
+  type Finding,
+  type FindingSeverity,
+  type FindingsProvider,
+  type LogFields,
+  type Logger,
+  type PluginDefinition,
+  type RunningWorker,
+} from './kernel';
+// The module contracts: ComputeModule, ModuleContext, Reconciler, the workflows port.
+export type * from './kernel/module';
 export * from './labels';
 export * from './manifest';
-export * from './migrations';
-export { coreMigrationsFolder } from './migrations-folder';
+export type { Migration, MigrationSource } from './migrations';
 export * from './ports';
-export * from './sql';
-export * from './work';
+export {
+  isSqlError,
+  type NotificationHandler,
+  type QueryResult,
+  type Row,
+  type SqlDatabase,
+  SqlError,
+  type SqlErrorReason,
+  type SqlExecutor,
+} from './sql';
+export type { ReconcileResult, WorkOutcome, WorkQueue, WorkRequest } from './work';

@@ -1,15 +1,14 @@
-import {
-  type AttestationPort,
-  type Clock,
-  type ComputeModule,
-  type JoinRole,
-  type Logger,
-  type PkiPort,
-  type SecretBroker,
-  type SqlExecutor,
-  silentLogger,
-  systemClock,
+import type {
+  AttestationPort,
+  Clock,
+  ComputeModule,
+  JoinRole,
+  Logger,
+  PkiPort,
+  SecretBroker,
+  SqlExecutor,
 } from '@better-compute/core';
+import { silentLogger, systemClock } from '@better-compute/core/kernel';
 import {
   type IssuedCertificate,
   renewAgentCertificate,

@@ -1,18 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { type Clock, type Command, type Compute, ComputeError, isComputeError, type Json } from '@better-compute/core';
 import {
   type AgentRole,
   type AgentSession,
-  type Clock,
-  type Command,
-  type Compute,
-  ComputeError,
   closeAgentSession,
-  isComputeError,
-  type Json,
   MAX_POLL_LIMIT,
   openAgentSession,
   touchAgentSession,
-} from '@better-compute/core';
+} from '@better-compute/core/kernel';
 import { encodeResult } from './result-bytes';
 
 /**

@@ -1,6 +1,4 @@
 import {
-  assertCommandTransition,
-  assertJson,
   type Clock,
   type Command,
   type CommandKindRegistry,
@@ -8,16 +6,20 @@ import {
   type CommandState,
   ComputeError,
   type ErrorPath,
-  isCommandDue,
-  isTerminalCommandState,
   type Json,
-  MAX_COMMAND_REASON_LENGTH,
   newId,
   type SqlExecutor,
   validateInput,
   type WorkQueue,
 } from '@better-compute/core';
+import { assertJson } from '@better-compute/core/checks';
 import { checkNewCommand, requireCommandText as requireText } from '@better-compute/core/conformance';
+import {
+  assertCommandTransition,
+  isCommandDue,
+  isTerminalCommandState,
+  MAX_COMMAND_REASON_LENGTH,
+} from '@better-compute/core/kernel';
 import { encodeResult } from './result-bytes';
 
 /**

@@ -1,12 +1,6 @@
-import {
-  type Clock,
-  ComputeError,
-  type SqlExecutor,
-  URGENT_LEAD_MS,
-  type WorkQueue,
-  type WorkRequest,
-} from '@better-compute/core';
+import { type Clock, ComputeError, type SqlExecutor, type WorkQueue, type WorkRequest } from '@better-compute/core';
 import { checkWorkRequest } from '@better-compute/core/conformance';
+import { URGENT_LEAD_MS } from '@better-compute/core/kernel';
 
 /**
  * One queued item of an {@link InMemoryWorkQueue}.

@@ -1,4 +1,5 @@
-import { assertJson, ComputeError, type Json } from '@better-compute/core';
+import { ComputeError, type Json } from '@better-compute/core';
+import { assertJson } from '@better-compute/core/checks';
 
 /**
  * A command result as the queue stores it: bytes pass through (copied), any other JSON value becomes its UTF-8 JSON

@@ -1,12 +1,5 @@
-import {
-  addMs,
-  type Command,
-  type Compute,
-  type ComputeModule,
-  currentAgentSession,
-  field,
-  manifest,
-} from '@better-compute/core';
+import { type Command, type Compute, type ComputeModule, field, manifest } from '@better-compute/core';
+import { addMs, currentAgentSession } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   crashingDatabase,

@@ -1,13 +1,5 @@
-import {
-  addMs,
-  type Command,
-  ComputeError,
-  createCommandKindRegistry,
-  field,
-  manifest,
-  type NewCommand,
-  type SqlExecutor,
-} from '@better-compute/core';
+import { type Command, ComputeError, field, manifest, type NewCommand, type SqlExecutor } from '@better-compute/core';
+import { addMs, createCommandKindRegistry } from '@better-compute/core/kernel';
 import { describe, expect, it } from 'vitest';
 import { createFakeClock, createInMemoryCommandQueue, createInMemoryWorkQueue, decodeJsonResult } from '../src';
 import { rejection } from './support/harness';

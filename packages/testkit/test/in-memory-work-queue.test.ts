@@ -1,4 +1,5 @@
-import { addMs, ComputeError, type SqlExecutor, URGENT_LEAD_MS } from '@better-compute/core';
+import { ComputeError, type SqlExecutor } from '@better-compute/core';
+import { addMs, URGENT_LEAD_MS } from '@better-compute/core/kernel';
 import { describe, expect, it } from 'vitest';
 import { createFakeClock, createInMemoryWorkQueue } from '../src';
 import { rejection } from './support/harness';

@@ -1,4 +1,5 @@
-import { addMs, type Command, type ComputeModule, manifest } from '@better-compute/core';
+import { type Command, type ComputeModule, manifest } from '@better-compute/core';
+import { addMs } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createFakeAgent, createFakeClock, insertNode, settle } from '../src';
 import { rejection, type SharedDatabase, sharedDatabase } from './support/harness';

@@ -7,8 +7,8 @@ import {
   type SecretBroker,
   type SecretRef,
   type SqlExecutor,
-  silentLogger,
 } from '@better-compute/core';
+import { silentLogger } from '@better-compute/core/kernel';
 import { open, seal } from '../crypto/aead';
 import { requireString } from '../tokens/validate';
 

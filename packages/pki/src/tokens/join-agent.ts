@@ -1,4 +1,5 @@
-import { ComputeError, type JoinRole, type Logger, type SqlExecutor, silentLogger } from '@better-compute/core';
+import { ComputeError, type JoinRole, type Logger, type SqlExecutor } from '@better-compute/core';
+import { silentLogger } from '@better-compute/core/kernel';
 import { type IssueDeps, issueAgentCertificate, revokeNodeCertificates } from '../ca/agent-certificates';
 import { parsePublicKey } from '../crypto/keys';
 import { type Attestor, discoveryAttestor, nodeAttestor, provisionedTargetResolver, siteAttestor } from './attestors';

@@ -1,4 +1,5 @@
-import { assertStorableText, ComputeError, type ErrorPath } from '@better-compute/core';
+import { ComputeError, type ErrorPath } from '@better-compute/core';
+import { assertStorableText } from '@better-compute/core/checks';
 
 /**
  * Throws INVALID_INPUT at `path` unless `value` is a non-empty string of at most `max` characters that PostgreSQL can

@@ -1,4 +1,5 @@
-import { type ModuleContext, readMigrationFolder } from '@better-compute/core';
+import type { ModuleContext } from '@better-compute/core';
+import { readMigrationFolder } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair, pki, pkiMigrationsFolder } from '../../src';
 import { fakeClock, findPlaintext, scratchPglite } from '../support/database';

@@ -1,12 +1,5 @@
-import {
-  applyMigrations,
-  type Clock,
-  coreMigrationsFolder,
-  type LogFields,
-  type Logger,
-  readMigrationFolder,
-  type SqlExecutor,
-} from '@better-compute/core';
+import type { Clock, LogFields, Logger, SqlExecutor } from '@better-compute/core';
+import { applyMigrations, coreMigrationsFolder, readMigrationFolder } from '@better-compute/core/kernel';
 import { createScratchDatabase, type ScratchDatabase } from '@better-compute/testkit';
 import { pkiMigrationsFolder } from '../../src';
 

@@ -1,4 +1,5 @@
-import { ComputeError, storableTextProblem } from '@better-compute/core';
+import { ComputeError } from '@better-compute/core';
+import { storableTextProblem } from '@better-compute/core/checks';
 import * as v from 'valibot';
 
 /** The page size a listing uses when none is given. */

@@ -1,7 +1,6 @@
 import {
   ComputeError,
   type ComputeErrorIssue,
-  checkJson,
   type ErrorPath,
   evaluateWhen,
   isComputeError,
@@ -9,7 +8,7 @@ import {
   parseWhen,
   validateInput,
 } from '@better-compute/core';
-import { isPlainObject } from '@better-compute/core/checks';
+import { checkJson, isPlainObject } from '@better-compute/core/checks';
 import type { ConfigUnitRegistry, HostSection, HostSectionUnit } from './types';
 
 const BASE: ErrorPath = ['hostConfig'];

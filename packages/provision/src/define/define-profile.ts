@@ -1,12 +1,5 @@
-import {
-  ComputeError,
-  checkWhen,
-  deepFreeze,
-  type ErrorPath,
-  isComputeError,
-  validateLabels,
-} from '@better-compute/core';
-import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
+import { ComputeError, checkWhen, type ErrorPath, isComputeError, validateLabels } from '@better-compute/core';
+import { deepFreeze, isPlainObject, refuseConfig } from '@better-compute/core/checks';
 import { MAX_TOKEN_TTL_SECONDS } from '@better-compute/pki';
 import { checkProfileStep, MAX_PROFILE_ID_LENGTH, PROFILE_ID_PATTERN } from './check-profile-step';
 import {

@@ -1,5 +1,6 @@
-import { deepFreeze, type ErrorPath, isCommandKindName, isStandardSchema, parseDuration } from '@better-compute/core';
-import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
+import { type ErrorPath, isStandardSchema, parseDuration } from '@better-compute/core';
+import { deepFreeze, isPlainObject, refuseConfig } from '@better-compute/core/checks';
+import { isCommandKindName } from '@better-compute/core/kernel';
 import { checkProfileStep, checkStepId } from './check-profile-step';
 import { checkInteger, checkKnownFields, checkOneOf, checkString, copyJson, type Fields, quote } from './field-checks';
 import {

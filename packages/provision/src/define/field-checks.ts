@@ -1,5 +1,5 @@
-import { checkJson, type ErrorPath } from '@better-compute/core';
-import { isPlainObject, refuseConfig } from '@better-compute/core/checks';
+import type { ErrorPath } from '@better-compute/core';
+import { checkJson, isPlainObject, refuseConfig } from '@better-compute/core/checks';
 
 /**
  * A plain object's own fields, as the checks read them.

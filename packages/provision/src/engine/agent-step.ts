@@ -1,11 +1,5 @@
-import {
-  ComputeError,
-  isComputeError,
-  isTerminalCommandState,
-  type Json,
-  type NewCommand,
-  validateInput,
-} from '@better-compute/core';
+import { ComputeError, isComputeError, type Json, type NewCommand, validateInput } from '@better-compute/core';
+import { isTerminalCommandState } from '@better-compute/core/kernel';
 import { agentStepCommandKey } from '../steps/step-command-key';
 import { ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type Decision, waitUntil } from './decision';

@@ -1,11 +1,11 @@
+import type { SqlExecutor } from '@better-compute/core';
 import {
   type CommitChange,
   type CommitResult,
   commit,
   currentAgentSession,
   OPEN_COMMAND_STATES,
-  type SqlExecutor,
-} from '@better-compute/core';
+} from '@better-compute/core/kernel';
 import { nodeHasLabelsSql, setNodeHostSection } from '@better-compute/core/nodes';
 import { resolveHostConfig } from '../config-units/apply';
 import { siteAgentFor } from '../steps/site-agent-for';

@@ -1,4 +1,5 @@
-import type { Command, ComputeError, ConnectedSiteAgent, Json, NewCommand, NewEvent } from '@better-compute/core';
+import type { Command, ComputeError, Json, NewCommand, NewEvent } from '@better-compute/core';
+import type { ConnectedSiteAgent } from '@better-compute/core/kernel';
 import type { HostSection } from '../config-units/types';
 import type { WorkflowEventType } from './events';
 import { workflowEvent } from './events';

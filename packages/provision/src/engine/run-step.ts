@@ -1,6 +1,5 @@
 import {
   ComputeError,
-  checkJson,
   isComputeError,
   isSqlError,
   type Json,
@@ -8,6 +7,7 @@ import {
   type SqlError,
   validateInput,
 } from '@better-compute/core';
+import { checkJson } from '@better-compute/core/checks';
 import type { RunRequest } from './decision';
 import { buildStepContext } from './step-context';
 import { isStepNotReady } from './step-not-ready';

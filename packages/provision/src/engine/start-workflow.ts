@@ -1,5 +1,4 @@
 import {
-  assertStorableText,
   ComputeError,
   type ErrorPath,
   type ModuleContext,
@@ -7,6 +6,7 @@ import {
   type SqlExecutor,
   type StartWorkflowInput,
 } from '@better-compute/core';
+import { assertStorableText } from '@better-compute/core/checks';
 import { getNode } from '@better-compute/core/nodes';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { MAX_PROFILE_VERSION } from '../define/types';

@@ -1,4 +1,5 @@
-import { addMs, type Json, type ModuleContext } from '@better-compute/core';
+import type { Json, ModuleContext } from '@better-compute/core';
+import { addMs } from '@better-compute/core/kernel';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { WorkflowState } from './constants';
 import { stepEventData } from './events';

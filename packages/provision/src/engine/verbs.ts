@@ -1,10 +1,5 @@
-import {
-  assertStorableText,
-  ComputeError,
-  type ErrorReason,
-  type ModuleContext,
-  type SqlExecutor,
-} from '@better-compute/core';
+import { ComputeError, type ErrorReason, type ModuleContext, type SqlExecutor } from '@better-compute/core';
+import { assertStorableText } from '@better-compute/core/checks';
 import { HOST_CONFIG_ERROR_STEP } from '../config-units/apply';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import { inCleanupPhase } from './advance';

@@ -1,5 +1,4 @@
 import {
-  assertStorableText,
   type Clock,
   ComputeError,
   type ErrorPath,
@@ -7,8 +6,9 @@ import {
   isComputeError,
   newId,
   type SqlExecutor,
-  systemClock,
 } from '@better-compute/core';
+import { assertStorableText } from '@better-compute/core/checks';
+import { systemClock } from '@better-compute/core/kernel';
 import { type ImageVerifier, imageVerifier } from '@better-compute/pki';
 import { IMAGE_REF_PATTERN } from '../define/define-profile';
 

@@ -1,10 +1,5 @@
-import {
-  assertStorableText,
-  ComputeError,
-  type ComputeModule,
-  type ErrorPath,
-  type SqlExecutor,
-} from '@better-compute/core';
+import { ComputeError, type ComputeModule, type ErrorPath, type SqlExecutor } from '@better-compute/core';
+import { assertStorableText } from '@better-compute/core/checks';
 import { checkProfile } from '../define/define-profile';
 import type { Profile } from '../define/types';
 

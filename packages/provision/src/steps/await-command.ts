@@ -1,4 +1,5 @@
-import { addMs, type Command, ComputeError, type Json } from '@better-compute/core';
+import { type Command, ComputeError, type Json } from '@better-compute/core';
+import { addMs } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
 import { stepNotReady } from '../engine/step-not-ready';

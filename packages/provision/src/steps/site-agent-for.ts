@@ -1,10 +1,5 @@
-import {
-  type Clock,
-  type ConnectedSiteAgent,
-  connectedSiteAgents,
-  type SqlExecutor,
-  systemClock,
-} from '@better-compute/core';
+import type { Clock, SqlExecutor } from '@better-compute/core';
+import { type ConnectedSiteAgent, connectedSiteAgents, systemClock } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 
 /**

@@ -1,4 +1,5 @@
-import { AGENT_ROLES, ComputeError, currentAgentSession, field, manifest } from '@better-compute/core';
+import { ComputeError, field, manifest } from '@better-compute/core';
+import { AGENT_ROLES, currentAgentSession } from '@better-compute/core/kernel';
 import { defineStep } from '../define/define-step';
 import type { StepContext } from '../define/types';
 import { stepNotReady } from '../engine/step-not-ready';

@@ -3,7 +3,7 @@ import {
   BUILTIN_CONFIG_UNIT_REGISTRY,
   BUILTIN_CONFIG_UNITS,
   type ConfigUnit,
-  configUnitRegistry,
+  createConfigUnitRegistry,
   type ProfileDefinition,
   provisionModule,
   resolveHostSection,
@@ -258,7 +258,7 @@ describe('config units given to provisionModule', () => {
     [[{ ...nicFirmware, when: 'nvswitch' }], ['configUnits', 0, 'when']],
   ])('refuses a malformed unit list with INVALID_CONFIG at its path (%#)', (configUnits, path) => {
     const error = computeError(
-      errorOf(() => configUnitRegistry(configUnits as ConfigUnit[])),
+      errorOf(() => createConfigUnitRegistry(configUnits as ConfigUnit[])),
       'INVALID_CONFIG',
     );
     expect(error.details.path).toEqual(path);

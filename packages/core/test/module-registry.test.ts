@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ComputeModule, Reconciler } from '../src/kernel';
-import { buildModuleRegistry, definePlugin } from '../src/kernel';
+import { createModuleRegistry, definePlugin } from '../src/kernel';
 
 function thrown(fn: () => unknown): { code?: string; message?: string; details?: Record<string, unknown> } {
   try {
@@ -38,9 +38,9 @@ describe('definePlugin', () => {
   });
 });
 
-describe('buildModuleRegistry', () => {
+describe('createModuleRegistry', () => {
   it('refuses a module registered twice, naming both places', () => {
-    const err = thrown(() => buildModuleRegistry({ modules: [{ id: 'metal' }, { id: 'other' }, { id: 'metal' }] }));
+    const err = thrown(() => createModuleRegistry({ modules: [{ id: 'metal' }, { id: 'other' }, { id: 'metal' }] }));
     expect(err).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 2, 'id'] } });
     expect(err.message).toContain("modules[0] 'metal'");
     expect(err.message).toContain("modules[2] 'metal'");
@@ -48,7 +48,7 @@ describe('buildModuleRegistry', () => {
 
   it('refuses a plugin whose id is a module id', () => {
     const err = thrown(() =>
-      buildModuleRegistry({ modules: [{ id: 'acme' }], plugins: [definePlugin({ id: 'acme' })] }),
+      createModuleRegistry({ modules: [{ id: 'acme' }], plugins: [definePlugin({ id: 'acme' })] }),
     );
     expect(err).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['plugins', 0, 'id'] } });
   });
@@ -56,7 +56,7 @@ describe('buildModuleRegistry', () => {
   it('refuses an extension registered twice, naming both owners', () => {
     const step = { extension: 'step', id: 'acme.render' };
     const err = thrown(() =>
-      buildModuleRegistry({
+      createModuleRegistry({
         modules: [{ id: 'provision', extensions: [step] }],
         plugins: [definePlugin({ id: 'acme', extensions: [step] })],
       }),
@@ -67,7 +67,7 @@ describe('buildModuleRegistry', () => {
   });
 
   it('allows the same extension id under two extension kinds', () => {
-    const registry = buildModuleRegistry({
+    const registry = createModuleRegistry({
       modules: [
         {
           id: 'a',
@@ -85,7 +85,7 @@ describe('buildModuleRegistry', () => {
   it('refuses a reconciler kind and an API group registered twice', () => {
     expect(
       thrown(() =>
-        buildModuleRegistry({
+        createModuleRegistry({
           modules: [
             { id: 'a', reconcilers: { sweep: noop } },
             { id: 'b', reconcilers: { sweep: noop } },
@@ -95,7 +95,7 @@ describe('buildModuleRegistry', () => {
     ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 1, 'reconcilers', 'sweep'] } });
     expect(
       thrown(() =>
-        buildModuleRegistry({
+        createModuleRegistry({
           modules: [
             { id: 'a', api: { nodes: {} } },
             { id: 'b', api: { nodes: {} } },
@@ -119,13 +119,13 @@ describe('buildModuleRegistry', () => {
     ];
     for (const preload of bad) {
       const sweep = Object.assign(async () => undefined, { preload }) as unknown as Reconciler;
-      expect(thrown(() => buildModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep } }] }))).toMatchObject({
+      expect(thrown(() => createModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep } }] }))).toMatchObject({
         code: 'INVALID_CONFIG',
         details: { path: ['modules', 0, 'reconcilers', 'sweep', 'preload'] },
       });
     }
     const good = Object.assign(async () => undefined, { preload: { sql: (key: string) => `(SELECT ${key})` } });
-    const registry = buildModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep: good } }] });
+    const registry = createModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep: good } }] });
     expect(registry.reconcilers.get('sweep')?.preload?.sql('k')).toBe('(SELECT k)');
   });
 
@@ -135,16 +135,16 @@ describe('buildModuleRegistry', () => {
       { id: 'provision', dependsOn: ['pki'] },
       { id: 'pki' },
     ];
-    expect(buildModuleRegistry({ modules }).modules.map((m) => m.id)).toEqual(['pki', 'provision', 'metal']);
+    expect(createModuleRegistry({ modules }).modules.map((m) => m.id)).toEqual(['pki', 'provision', 'metal']);
   });
 
   it('refuses a missing dependency and a cycle', () => {
-    expect(thrown(() => buildModuleRegistry({ modules: [{ id: 'metal', dependsOn: ['provision'] }] }))).toMatchObject({
+    expect(thrown(() => createModuleRegistry({ modules: [{ id: 'metal', dependsOn: ['provision'] }] }))).toMatchObject({
       code: 'INVALID_CONFIG',
       details: { path: ['modules', 0, 'dependsOn', 0] },
     });
     const cycle = thrown(() =>
-      buildModuleRegistry({
+      createModuleRegistry({
         modules: [
           { id: 'a', dependsOn: ['b'] },
           { id: 'b', dependsOn: ['a'] },
@@ -156,11 +156,11 @@ describe('buildModuleRegistry', () => {
   });
 
   it('refuses a module list that is not an array, and a module that is not an object', () => {
-    expect(thrown(() => buildModuleRegistry({ modules: 'metal' as never }))).toMatchObject({
+    expect(thrown(() => createModuleRegistry({ modules: 'metal' as never }))).toMatchObject({
       code: 'INVALID_CONFIG',
       details: { path: ['modules'] },
     });
-    expect(thrown(() => buildModuleRegistry({ modules: [null as never] }))).toMatchObject({
+    expect(thrown(() => createModuleRegistry({ modules: [null as never] }))).toMatchObject({
       code: 'INVALID_CONFIG',
       details: { path: ['modules', 0] },
     });

@@ -1,7 +1,7 @@
 import type { Clock, ComputeModule, WorkflowsPort } from '@better-compute/core';
 import { type ImageVerifier, imageVerifier } from '@better-compute/pki';
 import { type ProvisionApi, provisionApi } from './api';
-import { configUnitRegistry } from './config-units/registry';
+import { createConfigUnitRegistry } from './config-units/registry';
 import type { ConfigUnit } from './config-units/types';
 import type { Profile, Step } from './define/types';
 import { provisionFindings } from './doctor/findings';
@@ -61,7 +61,7 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
   const engine: Engine = Object.freeze({
     steps: buildProvisionSteps(builtin, options.steps ?? [], modules),
     profiles: buildShippedProfiles(options.profiles ?? [], modules),
-    configUnits: configUnitRegistry(options.configUnits ?? []),
+    configUnits: createConfigUnitRegistry(options.configUnits ?? []),
   });
   // The kernel's clock once init has run (images registered before that use the system clock).
   const kernel: { clock?: Clock } = {};

@@ -15,7 +15,7 @@ import { createWorkQueue, runDueWork, startWorker } from '../work';
 import { coreModule } from './core-module';
 import { type Logger, silentLogger } from './logger';
 import type { ComputeModule, ModuleContext, WorkflowsPort } from './module';
-import { buildModuleRegistry, type ModuleRegistry } from './registry';
+import { createModuleRegistry, type ModuleRegistry } from './registry';
 
 /** What {@link betterCompute} takes. Everything but the modules has a default. */
 export interface BetterComputeOptions {
@@ -101,7 +101,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
   if (typeof options !== 'object' || options === null) {
     throw new ComputeError('INVALID_CONFIG', 'betterCompute takes an options object', { details: { path: [] } });
   }
-  const registry = buildModuleRegistry({
+  const registry = createModuleRegistry({
     modules: [coreModule, ...(options.modules ?? [])],
     ...(options.plugins ? { plugins: options.plugins } : {}),
   });

@@ -3,14 +3,6 @@ import type { ComputeModule, Extension } from './module';
 
 const ID = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 
-/**
- * A third party's module: a {@link ComputeModule} that may also ship `profiles` (picked up by the provision engine).
- */
-export interface ComputePlugin extends ComputeModule {
-  readonly kind: 'plugin';
-  readonly profiles?: readonly unknown[];
-}
-
 /** What {@link definePlugin} takes. */
 export type PluginDefinition = Omit<ComputeModule, 'extensions'> & {
   readonly extensions?: readonly Extension[];

@@ -1,5 +1,5 @@
 export { type BetterComputeOptions, betterCompute, type Compute, type RunningWorker } from './better-compute';
-export { assertModuleId, type ComputePlugin, definePlugin, type PluginDefinition } from './define-plugin';
+export { assertModuleId, definePlugin, type PluginDefinition } from './define-plugin';
 export type { Finding, FindingSeverity, FindingsProvider } from './findings';
 export { type LogFields, type Logger, silentLogger } from './logger';
 export type {
@@ -12,4 +12,4 @@ export type {
   StartWorkflowInput,
   WorkflowsPort,
 } from './module';
-export { buildModuleRegistry, type ModuleRegistry } from './registry';
+export { createModuleRegistry, type ModuleRegistry } from './registry';

@@ -63,11 +63,11 @@ function orderByDependencies(entries: { module: ComputeModule; owner: Owner; pat
  *
  * @example
  * ```ts
- * const registry = buildModuleRegistry({ modules: [metal()], plugins: [acme] });
+ * const registry = createModuleRegistry({ modules: [metal()], plugins: [acme] });
  * registry.reconcilers.get('workflow');
  * ```
  */
-export function buildModuleRegistry(input: {
+export function createModuleRegistry(input: {
   modules?: readonly ComputeModule[];
   plugins?: readonly ComputeModule[];
 }): ModuleRegistry {

@@ -36,11 +36,11 @@ function checkUnit(value: unknown, path: ErrorPath): ConfigUnit {
  *
  * @example
  * ```ts
- * const units = configUnitRegistry([{ name: 'acme-nic-firmware', description: 'NIC firmware', settings }]);
+ * const units = createConfigUnitRegistry([{ name: 'acme-nic-firmware', description: 'NIC firmware', settings }]);
  * units.get('sysctl'); // the built-in
  * ```
  */
-export function configUnitRegistry(units: readonly ConfigUnit[] = []): ConfigUnitRegistry {
+export function createConfigUnitRegistry(units: readonly ConfigUnit[] = []): ConfigUnitRegistry {
   if (!Array.isArray(units)) refuseConfig('configUnits must be an array of config units', ['configUnits']);
   const registry = new Map<string, ConfigUnit>(BUILTIN_CONFIG_UNITS.map((unit) => [unit.name, unit]));
   const given = new Set<string>();
@@ -61,4 +61,4 @@ export function configUnitRegistry(units: readonly ConfigUnit[] = []): ConfigUni
  * await resolveHostSection(BUILTIN_CONFIG_UNIT_REGISTRY, profile.hostConfig, labels);
  * ```
  */
-export const BUILTIN_CONFIG_UNIT_REGISTRY: ConfigUnitRegistry = configUnitRegistry();
+export const BUILTIN_CONFIG_UNIT_REGISTRY: ConfigUnitRegistry = createConfigUnitRegistry();

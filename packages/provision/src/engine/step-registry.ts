@@ -16,11 +16,11 @@ function isStep(value: unknown): value is Step {
  *
  * @example
  * ```ts
- * const steps = buildStepRegistry([renderIso], [metal()]);
+ * const steps = createStepRegistry([renderIso], [metal()]);
  * steps.get('autoinstall.renderIso');
  * ```
  */
-export function buildStepRegistry(own: readonly unknown[], modules: readonly ComputeModule[]): StepRegistry {
+export function createStepRegistry(own: readonly unknown[], modules: readonly ComputeModule[]): StepRegistry {
   const steps = new Map<string, Step>();
   const where = new Map<string, string>();
   const add = (candidate: unknown, path: ErrorPath, label: string) => {

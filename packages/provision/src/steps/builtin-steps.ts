@@ -1,6 +1,6 @@
 import { ComputeError, type ComputeModule } from '@better-compute/core';
 import type { Step } from '../define/types';
-import { buildStepRegistry, type StepRegistry } from '../engine/step-registry';
+import { createStepRegistry, type StepRegistry } from '../engine/step-registry';
 import type { UserDataOptions } from '../user-data/options';
 import { userDataRenderStep } from './userdata-render';
 import { waitAgentJoined } from './wait-agent-joined';
@@ -34,7 +34,7 @@ export function buildProvisionSteps(
   own: readonly unknown[],
   modules: readonly ComputeModule[],
 ): StepRegistry {
-  buildStepRegistry(own, modules);
+  createStepRegistry(own, modules);
   const ids = new Set(builtin.map((step) => step.id));
   const clash = (id: unknown, path: (string | number)[], label: string) => {
     if (typeof id === 'string' && ids.has(id)) {
@@ -53,5 +53,5 @@ export function buildProvisionSteps(
       }
     });
   });
-  return buildStepRegistry([...builtin, ...own], modules);
+  return createStepRegistry([...builtin, ...own], modules);
 }

@@ -8,9 +8,13 @@ import type { PkiPort } from '../ports/pki';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlExecutor } from '../sql/executor';
 import type { ShardLease } from '../work/fenced-executor';
-import type { ReconcileResult, WorkQueue } from '../work/types';
+import type { Reconciler, WorkQueue } from '../work/types';
+
 import type { FindingsProvider } from './findings';
 import type { Logger } from './logger';
+
+// A reconciler is the work queue's contract (src/work/types.ts); modules declare theirs here.
+export type { Reconciler, ReconcilerPreload } from '../work/types';
 
 /**
  * What starting a workflow takes: the tenant, the profile (the latest version the tenant sees when `profileVersion` is
@@ -110,37 +114,6 @@ export interface ModuleContext {
    */
   lease?: ShardLease;
 }
-
-/**
- * A read the claim makes for a reconciler, in the claim's own statement, so a pass starts without a round trip of
- * its own. `sql(key)` returns a scalar SQL expression (a parenthesised subquery, typically) of the claimed item's key,
- * given as the SQL expression `key` (a text value); its value reaches the reconciler as `ctx.preloaded`, converted by
- * `to_json`. It is read in the claim's snapshot: like any unlocked read it may be stale by the time the pass writes,
- * and a wake that committed while the claim ran withholds it. It must not write and must not fail: the worker checks
- * it once at start and claims without it if it does.
- *
- * @example
- * ```ts
- * const reconcile: Reconciler = async (key, ctx) => {
- *   const node = ctx.preloaded !== undefined ? ctx.preloaded : await readNode(ctx.sql, key);
- * };
- * const withPreload = Object.assign(reconcile, {
- *   preload: { sql: (key: string) => `(SELECT to_json(n) FROM nodes n WHERE n.id = ${key})` },
- * });
- * ```
- */
-export interface ReconcilerPreload {
-  readonly sql: (key: string) => string;
-}
-
-/**
- * A reconciler: called with a work item's key by the worker that owns its shard. Return `{ requeueAfterMs }` to run
- * again later; throw to be retried with backoff. It may carry a `preload` (see {@link ReconcilerPreload}).
- */
-// biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for nothing may simply return
-export type Reconciler = ((key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>) & {
-  readonly preload?: ReconcilerPreload;
-};
 
 /** Something a module contributes for another module to pick up, e.g. a workflow step (`extension: 'step'`). */
 export interface Extension {

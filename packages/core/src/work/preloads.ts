@@ -1,9 +1,9 @@
 import type { Logger } from '../kernel/logger';
-import type { Reconciler } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { toSqlError } from '../sql/sql-error';
 import { describeFailure } from './backoff';
 import type { ClaimAndNext, ClaimFilter } from './items';
+import type { Reconciler } from './types';
 
 type Build = (key: string) => string;
 

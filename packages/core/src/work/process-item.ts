@@ -1,13 +1,13 @@
 import { addMs, type Clock } from '../clock';
 import { ComputeError } from '../errors';
 import type { Logger } from '../kernel/logger';
-import type { ModuleContext, Reconciler } from '../kernel/module';
+import type { ModuleContext } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { describeFailure, failureDelayMs } from './backoff';
 import { isFencedError, type ShardLease } from './fenced-executor';
 import { type BatchOutcome, finishItem } from './finish';
 import type { ClaimedItem } from './items';
-import type { BackoffOptions, WorkItemReport, WorkOutcome } from './types';
+import type { BackoffOptions, Reconciler, WorkItemReport, WorkOutcome } from './types';
 
 /** What running one claimed item needs. */
 export interface ProcessItemInput {

@@ -1,13 +1,13 @@
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
 import { type Logger, silentLogger } from '../kernel/logger';
-import type { ModuleContext, Reconciler } from '../kernel/module';
+import type { ModuleContext } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 import { resolveBackoff } from './backoff';
 import { claimDueItems } from './items';
 import { ClaimPreloads } from './preloads';
 import { processItem } from './process-item';
-import type { BackoffOptions, WorkItemReport } from './types';
+import type { BackoffOptions, Reconciler, WorkItemReport } from './types';
 
 /** Options of {@link runDueWork}. */
 export interface RunDueWorkOptions {

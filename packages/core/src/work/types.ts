@@ -1,3 +1,4 @@
+import type { ModuleContext } from '../kernel/module';
 import type { SqlExecutor } from '../sql/executor';
 
 /** A request to run a reconciler for `(kind, key)`, no earlier than `notBefore` (now when omitted). */
@@ -131,3 +132,34 @@ export function parseWorkNotification(payload: string): { shard: number; urgent:
   if (!/^\d{1,9}$/.test(digits)) return undefined;
   return { shard: Number(digits), urgent };
 }
+
+/**
+ * A read the claim makes for a reconciler, in the claim's own statement, so a pass starts without a round trip of
+ * its own. `sql(key)` returns a scalar SQL expression (a parenthesised subquery, typically) of the claimed item's key,
+ * given as the SQL expression `key` (a text value); its value reaches the reconciler as `ctx.preloaded`, converted by
+ * `to_json`. It is read in the claim's snapshot: like any unlocked read it may be stale by the time the pass writes,
+ * and a wake that committed while the claim ran withholds it. It must not write and must not fail: the worker checks
+ * it once at start and claims without it if it does.
+ *
+ * @example
+ * ```ts
+ * const reconcile: Reconciler = async (key, ctx) => {
+ *   const node = ctx.preloaded !== undefined ? ctx.preloaded : await readNode(ctx.sql, key);
+ * };
+ * const withPreload = Object.assign(reconcile, {
+ *   preload: { sql: (key: string) => `(SELECT to_json(n) FROM nodes n WHERE n.id = ${key})` },
+ * });
+ * ```
+ */
+export interface ReconcilerPreload {
+  readonly sql: (key: string) => string;
+}
+
+/**
+ * A reconciler: called with a work item's key by the worker that owns its shard. Return `{ requeueAfterMs }` to run
+ * again later; throw to be retried with backoff. It may carry a `preload` (see {@link ReconcilerPreload}).
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for nothing may simply return
+export type Reconciler = ((key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>) & {
+  readonly preload?: ReconcilerPreload;
+};

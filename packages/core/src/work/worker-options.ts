@@ -2,11 +2,11 @@ import { type Clock, systemClock } from '../clock';
 import { ComputeError } from '../errors';
 import { newId } from '../ids';
 import { type Logger, silentLogger } from '../kernel/logger';
-import type { ModuleContext, Reconciler } from '../kernel/module';
+import type { ModuleContext } from '../kernel/module';
 import type { SqlDatabase, SqlExecutor } from '../sql/executor';
 import { resolveBackoff } from './backoff';
 import { assertShardCount, DEFAULT_SHARDS } from './shard';
-import type { BackoffOptions, WorkItemReport } from './types';
+import type { BackoffOptions, Reconciler, WorkItemReport } from './types';
 
 /**
  * The worker defaults: 8 items at once, 15 s leases renewed every 5 s, a 1 s polling floor.

@@ -1,6 +1,24 @@
 // The machine lifecycle as decisions: what a request or a workflow's end does to a node. The module that carries the
 // moves out (metal(), its reconciler, steps, profiles and API group) builds on these.
 
+export {
+  decodeMachineCursor,
+  encodeMachineCursor,
+  type MachineCursor,
+  METAL_DEFAULT_LIMIT,
+  METAL_MAX_LIMIT,
+} from './api/cursor';
+export { checkBmcAddress, checkMacs } from './api/inputs';
+export { COMPUTE_SITE, type MetalApi, metalApi, resolveSiteResource } from './api/metal-api';
+export { SITE_TOKEN_TTL, type SiteJoinToken, type SitesApi, type SiteView, sitesApi } from './api/sites-api';
+export type { MachineStepView, MachineSummary, MachineView, MachineWorkflowView } from './api/views';
+export { METAL_DOCTOR_LIMITS, metalFindings } from './doctor/findings';
+export {
+  type HttpViaSiteMethod,
+  type HttpViaSiteRequest,
+  type HttpViaSiteResponse,
+  httpViaSite,
+} from './http-via-site/http-via-site';
 export { checkMachineUrl, type MachineAddresses, type MachineUrl } from './http-via-site/machine-url';
 export { checkInventory, type Inventory, inventoryLabels, inventorySchema } from './inventory/inventory';
 export * from './lifecycle';
@@ -14,12 +32,6 @@ export {
 } from './machines/machine-rows';
 export { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
 export { type MetalModule, type MetalOptions, metal } from './metal-module';
-export {
-  type HttpViaSiteMethod,
-  type HttpViaSiteRequest,
-  type HttpViaSiteResponse,
-  httpViaSite,
-} from './http-via-site/http-via-site';
 export { metalMigrationsFolder } from './migrations-folder';
 export * from './profiles';
 export * from './steps';

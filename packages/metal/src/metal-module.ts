@@ -1,5 +1,8 @@
 import { ComputeError, type ComputeModule } from '@better-compute/core';
+import { metalApi } from './api/metal-api';
+import { sitesApi } from './api/sites-api';
 import { METAL_COMMAND_KINDS } from './commands/kinds';
+import { metalFindings } from './doctor/findings';
 import { PHASE_PROFILES, type PhaseState } from './lifecycle/states';
 import type { PhaseProfiles } from './machines/apply-move';
 import { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
@@ -46,7 +49,8 @@ function phaseProfiles(overrides: MetalOptions['profiles'] = {}): PhaseProfiles 
 /**
  * The metal module: its tables, the command kinds its steps send, its steps and shipped profiles (the provision
  * engine borrows both when metal is listed in `provisionModule({ modules })`), the `metal` reconciler that moves a
- * machine on when its phase's workflow ends, and its findings. List it both in `betterCompute({ modules })` and in
+ * machine on when its phase's workflow ends, the `metal` and `sites` API groups, and its findings (`metal-failed`,
+ * `metal-stalled`). List it both in `betterCompute({ modules })` and in
  * `provisionModule({ modules })`:
  *
  * @example
@@ -65,6 +69,8 @@ export function metal(options: MetalOptions = {}) {
     extensions: metalSteps,
     profiles: metalProfiles,
     reconcilers: { [METAL_WORK_KIND]: metalReconciler(profiles) },
+    api: { metal: metalApi(profiles), sites: sitesApi() },
+    findings: metalFindings,
     /** The profile each phase runs, after `options.profiles`. */
     phaseProfiles: profiles,
   } satisfies ComputeModule & { profiles: readonly unknown[]; phaseProfiles: PhaseProfiles };

@@ -77,7 +77,7 @@ export async function applyMove(
     if (move.to === 'deploying') {
       if (!deployRequest) {
         throw new ComputeError('INVALID_STATE', `machine ${machine.nodeId} has no deploy request to run`, {
-          details: { reason: 'no-deploy-request', state: move.to },
+          details: { reason: 'illegal-move', state: move.to, verb: 'deploy' },
         });
       }
       profile = {

@@ -3,6 +3,7 @@ import {
   betterCompute,
   type Compute,
   ComputeError,
+  definePlugin,
   field,
   manifest,
   type PkiPort,
@@ -180,6 +181,50 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     await expect(betterCompute({ database: scratch.db, clock, modules: [metal()] })).rejects.toMatchObject({
       code: 'INVALID_CONFIG',
     });
+  });
+
+  it("works as the steps-and-profiles page's compute.ts: listed in modules and in provisionModule({ modules })", async () => {
+    const renderIso = defineStep({
+      id: 'autoinstall.renderIso',
+      runsOn: 'control-plane',
+      timeout: '5m',
+      retrySafe: false,
+      input: manifest({}),
+      async run() {
+        return { url: 'https://cache.site-a/autoinstall/x.iso' };
+      },
+    });
+    const ubuntu = defineProfile({
+      id: 'ubuntu-24.04-autoinstall',
+      version: 1,
+      target: 'metal',
+      role: 'host',
+      steps: [{ use: 'autoinstall.renderIso' }],
+    });
+    const acmeAutoinstall = definePlugin({ id: 'acme-autoinstall', extensions: [renderIso], profiles: [ubuntu] });
+    const bareMetal = metal();
+    const provisionWithPlugin = provisionModule({ modules: [bareMetal, acmeAutoinstall] });
+    const sample = await betterCompute({
+      database: scratch.db,
+      clock,
+      modules: [bareMetal, provisionWithPlugin],
+      plugins: [acmeAutoinstall],
+    });
+    try {
+      const sampleApi = sample.api as unknown as ApiClient<{ metal: MetalApi }>;
+      // The shipped enroll profile runs: metal's own steps and profiles reached the engine through the module.
+      const machine = await sampleApi.metal.enroll(root, {
+        tenantId: 'root',
+        siteId,
+        bmc: { address: '10.7.7.7', driver: 'redfish' },
+        macs: [nextMac()],
+      });
+      expect(machine).toMatchObject({ state: 'enrolling', workflow: { profileId: 'metal.enroll' } });
+      expect(provisionWithPlugin.engine.profiles).toBeDefined();
+      expect(Object.keys(sample.registry.apiGroups)).toEqual(expect.arrayContaining(['metal', 'sites', 'workflows']));
+    } finally {
+      await sample.close();
+    }
   });
 
   it('enrolls a machine through enrolling, inspecting and commissioning to available without polling', async () => {

@@ -122,4 +122,46 @@ describe('the machine lifecycle', () => {
     expect(decideWorkflowEnd({ state: 'failed', failedFrom: 'inspecting' }, 'cancelled')).toBeUndefined();
     expect(decideWorkflowEnd({ state: 'available' }, 'succeeded')).toBeUndefined();
   });
+
+  it('holds an enroll where it asked, and continues it only with inspect or commission (or retires it)', () => {
+    const enroll = decideRequest(undefined, 'enroll', { holdAfter: 'inspecting' });
+    expect(enroll).toMatchObject({ to: 'enrolling', holdAfter: 'inspecting', held: false });
+    const inspecting = decideWorkflowEnd({ state: 'enrolling', enrolling: true, holdAfter: 'inspecting' }, 'succeeded');
+    expect(inspecting).toMatchObject({ to: 'inspecting', startsWorkflow: true, holdAfter: 'inspecting' });
+    const held = decideWorkflowEnd({ state: 'inspecting', enrolling: true, holdAfter: 'inspecting' }, 'succeeded');
+    expect(held).toEqual({
+      from: 'inspecting',
+      to: 'inspecting',
+      startsWorkflow: false,
+      enrolling: true,
+      failedFrom: undefined,
+      holdAfter: 'inspecting',
+      held: true,
+    });
+    const heldNode = { state: 'inspecting' as const, enrolling: true, holdAfter: 'inspecting' as const, held: true };
+    expect(decideWorkflowEnd(heldNode, 'succeeded')).toBeUndefined();
+    expect(decideRequest(heldNode, 'commission')).toMatchObject({ to: 'commissioning', enrolling: true, held: false });
+    expect(decideRequest(heldNode, 'inspect')).toMatchObject({ to: 'inspecting', holdAfter: 'inspecting' });
+    expect(decideRequest(heldNode, 'retire')).toMatchObject({ to: 'retiring', enrolling: false });
+    for (const verb of ['deploy', 'release', 'abort', 'recover'] as const) {
+      expect(() => decideRequest(heldNode, verb), verb).toThrowError(
+        expect.objectContaining({ code: 'INVALID_STATE', details: expect.objectContaining({ held: true, verb }) }),
+      );
+    }
+    const heldEnrolling = { state: 'enrolling' as const, enrolling: true, holdAfter: 'enrolling' as const, held: true };
+    expect(decideRequest(heldEnrolling, 'inspect')).toMatchObject({
+      to: 'inspecting',
+      enrolling: true,
+      holdAfter: undefined,
+    });
+    expect(() => decideRequest(heldEnrolling, 'commission')).toThrowError(
+      expect.objectContaining({ code: 'INVALID_STATE' }),
+    );
+    // A failed phase of a held enroll keeps the hold for recover.
+    const failed = decideWorkflowEnd({ state: 'enrolling', enrolling: true, holdAfter: 'enrolling' }, 'failed');
+    expect(failed).toMatchObject({ to: 'failed', failedFrom: 'enrolling', holdAfter: 'enrolling' });
+    expect(
+      decideRequest({ state: 'failed', failedFrom: 'enrolling', enrolling: true, holdAfter: 'enrolling' }, 'recover'),
+    ).toMatchObject({ to: 'enrolling', holdAfter: 'enrolling', enrolling: true });
+  });
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
-import { httpViaSite, metal } from 'better-compute/metal';
+import { httpViaSite, metal, metalBmcTarget } from 'better-compute/metal';
 import { generateSigningKeyPair, type Pki, pki, type SigningKeyPair, signToBase64Url } from 'better-compute/pki';
 import {
   defineStep,
@@ -129,10 +129,14 @@ beforeAll(async () => {
   clock = createFakeClock();
   security = pki({ key: randomBytes(32), clock });
   const bareMetal = metal();
+  // metal() registers metalExtensions (its steps and metalBmcTarget) once its module lists them; until then the driver
+  // target rides on a module of its own here.
+  const alreadyThere = (bareMetal.extensions as readonly { id: string }[]).some((e) => e.id === 'metal.bmc');
+  const bmc = { id: 'metal-bmc', extensions: alreadyThere ? [] : [metalBmcTarget] };
   compute = await betterCompute({
     database: scratch.db,
     clock,
-    modules: [security.module, provisionModule({ steps: [httpStep], modules: [bareMetal] }), bareMetal],
+    modules: [security.module, provisionModule({ steps: [httpStep], modules: [bareMetal, bmc] }), bareMetal, bmc],
     pki: security.port(),
     secrets: security.secrets(scratch.db),
     attestation: security.attestation(),
@@ -207,6 +211,28 @@ describe('relaying BMC steps', () => {
     });
     const [command] = await commandsOf(wf.id);
     expect(command?.payload.driver).toEqual({ name: 'redfish', insecure: false });
+  });
+
+  it("a profile's driver operation (no registered step) carries the machine's bmc through metal's driver target", async () => {
+    const wf = await run([{ use: 'bios.apply', on: 'site', with: { settings: { SriovGlobalEnable: 'Enabled' } } }], {
+      drivers: { bios: { name: 'redfish' } },
+    });
+    expect(wf.state).toBe('succeeded');
+    expect(await commandsOf(wf.id)).toEqual([
+      {
+        node_id: site.nodeId,
+        kind: 'driver.invoke',
+        key: `wf:${wf.id}:main.1`,
+        target_node_id: machineId,
+        state: 'succeeded',
+        payload: {
+          operation: 'bios.apply',
+          driver: { name: 'redfish' },
+          input: { settings: { SriovGlobalEnable: 'Enabled' } },
+          bmc: { address: expect.any(String), driver: 'ipmi', credentialRef: BMC_REF },
+        },
+      },
+    ]);
   });
 
   it("media.insert reads fromStep's url from workflow_steps", async () => {

@@ -635,7 +635,7 @@ describe.each(BACKENDS)('the provision API on $name', ({ create }) => {
       const reader = await token('root', ['compute:profiles:read']);
       await store('root', {
         id: 'lab-render',
-        drivers: { power: { driver: 'redfish', insecure: false } },
+        drivers: { power: { name: 'redfish', insecure: false } },
         steps: [
           { use: 'lab.mount', name: 'mount', when: 'rack=r2' },
           {
@@ -697,7 +697,7 @@ describe.each(BACKENDS)('the provision API on $name', ({ create }) => {
         resolution: 'driver',
         commandKind: 'driver.invoke',
         timeoutMs: 10 * 60_000,
-        driver: { driver: 'redfish', insecure: false },
+        driver: { name: 'redfish', insecure: false },
         with: { action: 'reset' },
       });
       expect(byId.get('main.3')).toMatchObject({ await: 'rejoin', timeoutMs: 20 * 60_000, retries: 1 });

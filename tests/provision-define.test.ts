@@ -369,15 +369,25 @@ describe('defineProfile', () => {
     ['refuses a label value that is not a string', { ...minimal, labels: { gpu: 8 } }, ['labels', 'gpu']],
     ['refuses drivers that are not an object', { ...minimal, drivers: 'redfish' }, ['drivers']],
     ['refuses drivers that are an array', { ...minimal, drivers: [] }, ['drivers']],
-    ['refuses an unknown driver concern', { ...minimal, drivers: { pdu: { driver: 'x' } } }, ['drivers', 'pdu']],
+    ['refuses an unknown driver concern', { ...minimal, drivers: { pdu: { name: 'x' } } }, ['drivers', 'pdu']],
     [
       'refuses a driver binding that is not an object',
       { ...minimal, drivers: { power: 'redfish' } },
       ['drivers', 'power'],
     ],
     [
+      'refuses a driver binding without a name',
+      { ...minimal, drivers: { power: { driver: 'redfish' } } },
+      ['drivers', 'power', 'name'],
+    ],
+    [
+      'refuses a driver name that is not a name',
+      { ...minimal, drivers: { power: { name: 'Red fish' } } },
+      ['drivers', 'power', 'name'],
+    ],
+    [
       'refuses a non-JSON value in a driver binding',
-      { ...minimal, drivers: { power: { driver: 'redfish', since: new Date() } } },
+      { ...minimal, drivers: { power: { name: 'redfish', since: new Date() } } },
       ['drivers', 'power', 'since'],
     ],
     ['refuses an image without a version', { ...minimal, image: 'ubuntu' }, ['image']],
@@ -446,7 +456,7 @@ describe('defineProfile', () => {
     ],
     [
       'refuses drivers on an instance profile',
-      { ...minimal, target: 'instance', drivers: { power: { driver: 'redfish' } } },
+      { ...minimal, target: 'instance', drivers: { power: { name: 'redfish' } } },
       ['drivers'],
     ],
     [
@@ -509,7 +519,7 @@ describe('defineProfile', () => {
       role: 'host',
       description: 'Talos on bare metal.',
       labels: { 'gpu.model': 'H100' },
-      drivers: { power: { driver: 'redfish', insecure: false }, 'virtual-media': { driver: 'redfish' } },
+      drivers: { power: { name: 'redfish', insecure: false }, 'virtual-media': { name: 'redfish' } },
       image: 'talos/metal@1.9.0+amd64',
       userData: { kind: 'talos', template: 'acme-talos' },
       tokenTtlSeconds: MAX_TOKEN_TTL_SECONDS,

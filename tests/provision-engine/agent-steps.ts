@@ -237,7 +237,7 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     const id = await lab.start({
       id: 'lab-rejoin-timeout',
-      drivers: { power: { driver: 'redfish' } },
+      drivers: { power: { name: 'redfish' } },
       steps: [
         {
           use: 'lab.reboot',

@@ -49,7 +49,7 @@ export function startScenarios(getLab: () => EngineLab) {
     const lab = getLab();
     const id = await lab.start({
       id: 'lab-driver',
-      drivers: { power: { driver: 'redfish', endpoint: 'bmc-1' } },
+      drivers: { power: { name: 'redfish', endpoint: 'bmc-1' } },
       steps: [{ use: 'power.setPower', on: 'site', with: { action: 'cycle' } }],
     });
     await lab.settle();
@@ -63,7 +63,7 @@ export function startScenarios(getLab: () => EngineLab) {
       targetNodeId: lab.nodeId,
       payload: {
         operation: 'power.setPower',
-        driver: { driver: 'redfish', endpoint: 'bmc-1' },
+        driver: { name: 'redfish', endpoint: 'bmc-1' },
         input: { action: 'cycle' },
       },
     });
@@ -151,7 +151,7 @@ export function startScenarios(getLab: () => EngineLab) {
     const id = await lab.start(
       {
         id: 'lab-kinds',
-        drivers: { power: { driver: 'ipmi' } },
+        drivers: { power: { name: 'ipmi' } },
         steps: [{ use: 'lab.ping' }, { use: 'lab.relay' }, { use: 'power.setPower', on: 'site' }, { use: 'lab.noop' }],
       },
       { owner: 'lab.owner' },

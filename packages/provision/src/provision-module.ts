@@ -3,7 +3,7 @@ import { type ImageVerifier, imageVerifier } from '@better-compute/pki';
 import { type ProvisionApi, provisionApi } from './api';
 import { createConfigUnitRegistry } from './config-units/registry';
 import type { ConfigUnit } from './config-units/types';
-import type { Profile, Step } from './define/types';
+import { driverTargetsOf, type Profile, type Step } from './define/types';
 import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
@@ -77,7 +77,9 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
     id: 'provision' as const,
     migrations: { folder: provisionMigrationsFolder },
     extensions: own,
-    reconcilers: { [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps, engine.configUnits) },
+    reconcilers: {
+      [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps, engine.configUnits, driverTargetsOf(modules)),
+    },
     findings: provisionFindings,
     init(ctx: Parameters<NonNullable<ComputeModule['init']>>[0]) {
       kernel.clock = ctx.clock;

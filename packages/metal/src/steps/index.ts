@@ -1,8 +1,9 @@
-import type { Step } from '@better-compute/provision';
+import type { DriverTarget, Step } from '@better-compute/provision';
 import { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
 import { diskWipe, resetGpus } from './attested-steps';
 import { getPower, mediaEject, mediaInsert, setBootDevice, setPower } from './bmc-steps';
 import { type DeployStepOptions, deployStep } from './deploy';
+import { metalBmcTarget } from './driver-target';
 import { ensureRamdisk } from './ensure-ramdisk';
 import { inspectCollect } from './inspect-collect';
 import { talosReady } from './talos-ready';
@@ -11,6 +12,7 @@ export { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
 export { diskWipe, resetGpus } from './attested-steps';
 export { BOOT_DEVICES, getPower, mediaEject, mediaInsert, POWER_ACTIONS, setBootDevice, setPower } from './bmc-steps';
 export { type DeployStepOptions, deployStep } from './deploy';
+export { metalBmcTarget } from './driver-target';
 export { ensureRamdisk, RAMDISK_TOKEN_TTL_SECONDS } from './ensure-ramdisk';
 export { INVENTORY_LABEL_KEYS, inspectCollect, MAX_MACHINE_ADDRESSES } from './inspect-collect';
 export {
@@ -63,3 +65,14 @@ export function createMetalSteps(options: DeployStepOptions = {}): readonly Step
  * ```
  */
 export const metalSteps: readonly Step[] = createMetalSteps();
+
+/**
+ * What `metal()` registers as its extensions: {@link metalSteps} and {@link metalBmcTarget}, which puts the machine's
+ * `bmc` on the `driver.invoke` of a profile's driver operations.
+ *
+ * @example
+ * ```ts
+ * const module = { id: 'metal', extensions: metalExtensions };
+ * ```
+ */
+export const metalExtensions: readonly (Step | DriverTarget)[] = Object.freeze([...metalSteps, metalBmcTarget]);

@@ -14,6 +14,7 @@ import {
 } from './field-checks';
 import {
   DRIVER_CONCERNS,
+  DRIVER_NAME_PATTERN,
   MAX_PROFILE_VERSION,
   MAX_WORKFLOW_STEPS,
   type Profile,
@@ -110,6 +111,13 @@ function checkDrivers(drivers: unknown): void {
       ]);
     }
     checkJsonObject(binding, ['drivers', concern], `the ${concern} driver binding`);
+    // The engine sends the binding as driver.invoke's `driver`; an agent picks the driver by its name.
+    checkString((binding as Fields).name, ['drivers', concern, 'name'], `the ${concern} driver's name`, {
+      min: 1,
+      max: 64,
+      pattern: DRIVER_NAME_PATTERN,
+      shape: "like 'redfish' or 'ipmi'",
+    });
   }
 }
 

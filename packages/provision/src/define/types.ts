@@ -1,4 +1,4 @@
-import type { Duration, Json, ModuleContext } from '@better-compute/core';
+import type { Duration, Json, ModuleContext, SqlExecutor } from '@better-compute/core';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 
 /** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
@@ -167,8 +167,8 @@ export interface ProfileDefinition {
   readonly role?: string;
   readonly description?: string;
   readonly labels?: { readonly [key: string]: string };
-  /** Metal only: concern → driver binding, used by driver operations. */
-  readonly drivers?: { readonly [concern: string]: Json };
+  /** Metal only: concern → driver binding (`{ name: 'redfish', … }`), used by driver operations. */
+  readonly drivers?: { readonly [concern: string]: DriverBinding };
   /** `name@version` in the image catalog. */
   readonly image?: string;
   /** `cloud-init`, `ignition`, `talos`, with an optional registered template name. */
@@ -181,6 +181,23 @@ export interface ProfileDefinition {
   readonly acceptance?: readonly ProfileStep[];
   readonly cleanup?: readonly ProfileStep[];
 }
+
+/**
+ * What a profile's `drivers` binds a concern to: an object naming the driver (`ipmi`, `redfish`, or any name a site
+ * agent implements), with any further JSON settings the driver takes. It travels as `driver` in `driver.invoke`.
+ *
+ * @example
+ * ```ts
+ * const power: DriverBinding = { name: 'redfish', insecure: false };
+ * ```
+ */
+export interface DriverBinding {
+  readonly name: string;
+  readonly [setting: string]: Json;
+}
+
+/** What a driver binding's `name` looks like: lower-case letters, digits and `-`, starting with a letter. */
+export const DRIVER_NAME_PATTERN = /^[a-z][a-z0-9-]*$/;
 
 /** A defined profile: deeply frozen. */
 export type Profile<P extends ProfileDefinition = ProfileDefinition> = Readonly<P>;
@@ -206,6 +223,48 @@ export const DRIVER_CONCERNS = Object.freeze([
   'firmware',
   'config',
 ] as const);
+
+/**
+ * A module's hook into driver operations (an extension of kind `driver-target`): given the target node, the extra
+ * fields its `driver.invoke` payload carries besides `{ operation, driver, input }` (metal: the machine's `bmc`). The
+ * engine calls it only for a profile step that resolved to a driver operation, in the transaction that sends the
+ * command; it never overrides `operation`, `driver` or `input`. Undefined adds nothing.
+ *
+ * @example
+ * ```ts
+ * const bmcTarget: DriverTarget = {
+ *   extension: 'driver-target',
+ *   id: 'metal.bmc',
+ *   async resolve(sql, { nodeId }) {
+ *     const { rows } = await sql.query('SELECT bmc_address FROM metal_machines WHERE node_id = $1', [nodeId]);
+ *     return rows[0] ? { bmc: { address: rows[0].bmc_address, driver: 'ipmi' } } : undefined;
+ *   },
+ * };
+ * ```
+ */
+export interface DriverTarget {
+  readonly extension: 'driver-target';
+  readonly id: string;
+  resolve(sql: SqlExecutor, target: { nodeId: string }): Promise<{ readonly [field: string]: Json } | undefined>;
+}
+
+/**
+ * The driver targets among modules' extensions, in module order.
+ *
+ * @example
+ * ```ts
+ * const targets = driverTargetsOf([metal()]);
+ * ```
+ */
+export function driverTargetsOf(modules: readonly { readonly extensions?: readonly unknown[] }[]): DriverTarget[] {
+  return modules.flatMap((module) =>
+    (module.extensions ?? []).filter(
+      (extension): extension is DriverTarget =>
+        (extension as Partial<DriverTarget>)?.extension === 'driver-target' &&
+        typeof (extension as Partial<DriverTarget>).resolve === 'function',
+    ),
+  );
+}
 
 /** The places a step runs, in the order the pages list them. */
 export const STEP_PLACES = Object.freeze(['control-plane', 'site', 'node', 'ramdisk'] as const);

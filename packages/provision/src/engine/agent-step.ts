@@ -23,10 +23,11 @@ function stepErrorOf(error: ComputeError): StepError {
 }
 
 /** The command payload: a registered agent step's validated input, or a driver operation's invocation. */
-async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRecord): Promise<Json> {
+async function payloadOf(env: EngineEnv, workflow: WorkflowRecord, step: StepRecord, known: Known): Promise<Json> {
   if (step.resolution === 'driver') {
     const concern = step.action.split('.')[0] as string;
     return {
+      ...known.driverFields,
       operation: step.action,
       driver: workflow.document.drivers?.[concern] ?? null,
       input: step.spec.with ?? {},
@@ -101,10 +102,15 @@ export async function sendAgentCommand(
     if (known.session === undefined) return { kind: 'needs', need: { kind: 'agent-session', nodeId: target } };
     rejoin = { nodeId: target, bootId: known.session?.bootId ?? null, role: known.session?.role ?? null };
   }
+  // A driver operation carries what the modules' driver targets add for the machine (metal: its BMC); read here only,
+  // so no other step pays for it.
+  if (step.resolution === 'driver' && (env.driverTargets?.length ?? 0) > 0 && known.driverFields === undefined) {
+    return { kind: 'needs', need: { kind: 'driver-target', nodeId: node.id } };
+  }
   const kind = step.commandKind as string;
   let input: NewCommand;
   try {
-    const payload = await payloadOf(env, workflow, step);
+    const payload = await payloadOf(env, workflow, step, known);
     const destructive = env.ctx.commandKinds.get(kind)?.definition.destructive === true;
     input = {
       nodeId: target,

@@ -1,4 +1,4 @@
-import type { SqlExecutor } from '@better-compute/core';
+import type { Json, SqlExecutor } from '@better-compute/core';
 import {
   type CommitChange,
   type CommitResult,
@@ -32,6 +32,13 @@ export async function readNeed(tx: SqlExecutor, env: EngineEnv, need: Need, now:
     case 'agent-session': {
       const session = await currentAgentSession(tx, need.nodeId, { now });
       return { session: session ? { bootId: session.bootId ?? null, role: session.role ?? null } : null };
+    }
+    case 'driver-target': {
+      const driverFields: Record<string, Json> = {};
+      for (const target of env.driverTargets ?? []) {
+        Object.assign(driverFields, (await target.resolve(tx, { nodeId: need.nodeId })) ?? {});
+      }
+      return { driverFields };
     }
     case 'host-config':
       return { hostConfig: await resolveHostConfig(tx, env.configUnits, need.nodeId, need.hostConfig) };

@@ -41,7 +41,8 @@ export type Need =
   | { readonly kind: 'site-agent'; readonly nodeId: string }
   | { readonly kind: 'command'; readonly commandId: string }
   | { readonly kind: 'agent-session'; readonly nodeId: string }
-  | { readonly kind: 'host-config'; readonly nodeId: string; readonly hostConfig: unknown };
+  | { readonly kind: 'host-config'; readonly nodeId: string; readonly hostConfig: unknown }
+  | { readonly kind: 'driver-target'; readonly nodeId: string };
 
 /** What was read for a transition's {@link Need}s (and how sending its command went). */
 export interface Known {
@@ -50,6 +51,8 @@ export interface Known {
   session?: { bootId: string | null; role: string | null } | null;
   /** The host section resolved on the node's labels, its error, or `null` when the node is gone. */
   hostConfig?: { host: HostSection } | { error: WorkflowError } | null;
+  /** What the modules' driver targets add to a driver operation's payload for the node (`{}` for nothing). */
+  driverFields?: { readonly [field: string]: Json };
   /** The command queue refused the plan's command. */
   sendRefused?: ComputeError;
 }

@@ -1,6 +1,7 @@
 import type { ModuleContext, Reconciler } from '@better-compute/core';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
+import type { DriverTarget } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
 import { runControlPlaneStep } from './run-step';
@@ -40,10 +41,11 @@ function requeueAt(ctx: ModuleContext, at: number) {
 export function workflowReconciler(
   steps: StepRegistry,
   configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
+  driverTargets: readonly DriverTarget[] = [],
 ): Reconciler {
   const transient = new TransientBackoff();
   const reconcile = async (key: string, ctx: ModuleContext) => {
-    const env: EngineEnv = { ctx, steps, configUnits };
+    const env: EngineEnv = { ctx, steps, configUnits, driverTargets };
     // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
     // undefined when it must read it again, null when there is none.
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);

@@ -1,6 +1,7 @@
 import type { Json, ModuleContext } from '@better-compute/core';
 import { addMs } from '@better-compute/core/kernel';
 import type { ConfigUnitRegistry } from '../config-units/types';
+import type { DriverTarget } from '../define/types';
 import type { WorkflowState } from './constants';
 import { stepEventData } from './events';
 import type { Known, Need, PlanDraft } from './plan';
@@ -15,6 +16,8 @@ export interface EngineEnv {
   ctx: ModuleContext;
   steps: StepRegistry;
   configUnits: ConfigUnitRegistry;
+  /** Modules' driver targets: read only when a driver operation's command is sent. */
+  driverTargets?: readonly DriverTarget[];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
-import { httpViaSite, metal, metalBmcTarget } from 'better-compute/metal';
+import { httpViaSite, metal, metalBmcTarget, metalProfiles } from 'better-compute/metal';
 import { generateSigningKeyPair, type Pki, pki, type SigningKeyPair, signToBase64Url } from 'better-compute/pki';
 import {
   defineStep,
@@ -555,5 +555,29 @@ describe('httpViaSite', () => {
     expect(wf.steps[0]?.result).toEqual({ status: 200, body: 'ready' });
     const keys = (await commandsOf(wf.id)).map((c) => c.key.split('#0:')[1]);
     expect(keys).toEqual(['http#0', 'http#1', 'http#2']);
+  });
+});
+
+describe('shipped profiles', () => {
+  it.each(metalProfiles.map((p) => [p.id] as const))('%s resolves on a metal node (every use and with)', async (id) => {
+    const rolledBack = new Error('rolled back');
+    const steps = await scratch.db
+      .transaction(async (tx) => {
+        const started = await compute.context.workflows!.start(tx, {
+          tenantId: 'root',
+          profileId: id,
+          nodeId: machineId,
+        });
+        const { rows } = await tx.query<{ action: string }>(
+          'SELECT action FROM workflow_steps WHERE workflow_id = $1 ORDER BY position',
+          [started.id],
+        );
+        throw Object.assign(rolledBack, { rows });
+      })
+      .catch((error: unknown) => {
+        if (error !== rolledBack) throw error;
+        return (error as unknown as { rows: { action: string }[] }).rows.map((r) => r.action);
+      });
+    expect(steps.length).toBeGreaterThan(0);
   });
 });

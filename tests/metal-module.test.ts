@@ -415,6 +415,14 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
       id: workflowId,
       step: { stepId: 'main.1', action: 'mtest.phase' },
     });
+    // The port aborts in the caller's transaction: rolled back with it, the workflow runs on.
+    await expect(
+      scratch.db.transaction(async (tx) => {
+        await compute.context.workflows?.abort(tx, { workflowId: deploying.workflow?.id as string, reason: 'no' });
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect((await get(nodeId)).workflow).toMatchObject({ state: 'running' });
     const aborted = await api.metal.abort(root, { tenantId: 'root', nodeId, reason: 'wrong image' });
     expect(aborted).toMatchObject({
       state: 'failed',
@@ -440,6 +448,48 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     });
     await drive();
     expect((await get(nodeId)).state).toBe('deployed');
+  });
+
+  it('retires a failed machine as it is, and a held one', async () => {
+    script.enrolling = 'fail';
+    const failed = await enroll();
+    await drive();
+    delete script.enrolling;
+    const held = await enroll({ holdAfter: 'enrolling' });
+    await drive();
+    expect((await get(failed.nodeId)).state).toBe('failed');
+    expect((await get(held.nodeId)).held).toBe(true);
+    for (const nodeId of [failed.nodeId, held.nodeId]) {
+      expect(await api.metal.retire(root, { tenantId: 'root', nodeId })).toMatchObject({
+        state: 'retiring',
+        held: false,
+        lastError: null,
+        workflow: { profileId: 'mtest.retire' },
+      });
+    }
+    await drive();
+    expect((await get(failed.nodeId)).state).toBe('retired');
+    expect((await get(held.nodeId)).state).toBe('retired');
+    expect(await metalFindings(compute.context)).toEqual([]);
+  });
+
+  it('decides concurrent requests on one machine one after the other: one deploy wins, the other is INVALID_STATE', async () => {
+    const nodeId = await available();
+    const outcomes = await Promise.allSettled([
+      api.metal.deploy(root, { tenantId: 'root', nodeId, profileId: 'mtest.deploy' }),
+      api.metal.deploy(root, { tenantId: 'root', nodeId, profileId: 'mtest.deploy' }),
+      api.metal.retire(root, { tenantId: 'root', nodeId }),
+    ]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    for (const outcome of outcomes) {
+      if (outcome.status === 'rejected') expect(outcome.reason).toMatchObject({ code: 'INVALID_STATE' });
+    }
+    expect(await workflowsOf(nodeId)).toHaveLength(4);
+    const mac = nextMac();
+    const enrolls = await Promise.allSettled([enroll({ macs: [mac] }), enroll({ macs: [mac] })]);
+    expect(enrolls.map((o) => o.status).sort()).toEqual(['fulfilled', 'rejected']);
+    const refused = enrolls.find((o) => o.status === 'rejected') as PromiseRejectedResult;
+    expect(refused.reason).toMatchObject({ code: 'CONFLICT' });
   });
 
   it('refuses abort on a machine in a phase without an active workflow', async () => {

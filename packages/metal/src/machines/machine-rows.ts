@@ -120,13 +120,19 @@ export async function readMachine(
   options: { tenantId?: string; forUpdate?: boolean } = {},
 ): Promise<MachineRecord | undefined> {
   const params: unknown[] = [nodeId];
-  let text = `SELECT ${MACHINE_COLUMNS} FROM ${MACHINE_FROM} WHERE m.node_id = $1`;
+  let where = 'm.node_id = $1';
   if (options.tenantId !== undefined) {
     params.push(options.tenantId);
-    text += ' AND m.tenant_id = $2';
+    where += ' AND m.tenant_id = $2';
   }
-  if (options.forUpdate === true) text += ' FOR UPDATE OF m';
-  const { rows } = await sql.query<Row>(text, params);
+  if (options.forUpdate === true) {
+    // The lock first, in a statement of its own: a read that waited for the lock and read the join in the same
+    // statement would see the machine's row as committed but its node's (its provision_state) as of before the wait.
+    // Under READ COMMITTED the next statement reads both as they are now.
+    const locked = await sql.query(`SELECT 1 FROM metal_machines m WHERE ${where} FOR UPDATE`, params);
+    if (locked.rowCount === 0) return undefined;
+  }
+  const { rows } = await sql.query<Row>(`SELECT ${MACHINE_COLUMNS} FROM ${MACHINE_FROM} WHERE ${where}`, params);
   return rows[0] ? toMachineRecord(rows[0]) : undefined;
 }
 

@@ -9,6 +9,7 @@ import {
   type PkiPort,
   type SecretBroker,
 } from 'better-compute/core';
+import { inputJsonSchema, listApiMethods } from 'better-compute/core/kernel';
 import {
   decideRequest,
   type MachineView,
@@ -173,6 +174,15 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     expect(bareMetal.commandKinds.map((kind) => kind.name)).toContain('driver.invoke');
     expect(Object.keys(bareMetal.reconcilers)).toEqual(['metal']);
     expect(Object.keys(bareMetal.api)).toEqual(['metal', 'sites']);
+    // Every method's input has a JSON Schema for the OpenAPI document, with its documented fields.
+    for (const [group, name, method] of listApiMethods(bareMetal.api)) {
+      const schema = inputJsonSchema(method.input) as { properties?: Record<string, unknown> };
+      expect(Object.keys(schema.properties ?? {}), `${group}.${name}`).toContain('tenantId');
+    }
+    const enrollSchema = inputJsonSchema(bareMetal.api.metal.enroll.input) as { properties: Record<string, unknown> };
+    expect(Object.keys(enrollSchema.properties)).toEqual(
+      expect.arrayContaining(['siteId', 'bmc', 'macs', 'labels', 'pool', 'holdAfter']),
+    );
     expect(bareMetal.phaseProfiles).toMatchObject({ enrolling: 'metal.enroll', releasing: 'metal.release' });
     expect(metal({ profiles: { inspecting: 'x.inspect' } }).phaseProfiles.inspecting).toBe('x.inspect');
     expect(() => metal({ profiles: { deploying: 'x' } as never })).toThrowError(
@@ -250,6 +260,39 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     // Nothing is left queued: the machine moved because each workflow's end queued metal, not because metal polled.
     const { rows } = await scratch.db.query("SELECT kind, key FROM work_items WHERE kind = 'metal'");
     expect(rows).toEqual([]);
+  });
+
+  it('moves a machine on under running workers: the reconciler runs in a worker, woken by the workflow end', async () => {
+    const bare = metal({ profiles: PHASE_IDS });
+    const live = await betterCompute({
+      database: scratch.db,
+      modules: [provisionModule({ steps: [phaseStep], profiles: stubProfiles, modules: [bare] }), bare],
+      workers: { pollMs: 25 },
+    });
+    try {
+      const liveApi = live.api as unknown as ApiClient<{ metal: MetalApi }>;
+      await live.startWorkers(1);
+      const machine = await liveApi.metal.enroll(root, {
+        tenantId: 'root',
+        siteId,
+        bmc: { address: '10.8.8.8', driver: 'ipmi' },
+        macs: [nextMac()],
+      });
+      let state = machine.state;
+      for (let i = 0; i < 200 && state !== 'available'; i += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        state = (await liveApi.metal.get(root, { tenantId: 'root', nodeId: machine.nodeId })).state;
+      }
+      expect(state).toBe('available');
+      expect(await events(machine.nodeId)).toEqual([
+        'metal.node.enrolling',
+        'metal.node.inspecting',
+        'metal.node.commissioning',
+        'metal.node.available',
+      ]);
+    } finally {
+      await live.close();
+    }
   });
 
   it('deploys, releases, inspects, commissions and retires through the API, each as a fresh metal workflow', async () => {

@@ -443,6 +443,40 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     expect(await metalFindings(compute.context)).toEqual([]);
   });
 
+  it('fails a machine whose next phase cannot start (a missing profile), and recover starts that phase', async () => {
+    const broken = metal({ profiles: { ...PHASE_IDS, commissioning: 'mtest.missing' } });
+    const other = await betterCompute({
+      database: scratch.db,
+      clock,
+      modules: [provisionModule({ steps: [phaseStep], profiles: stubProfiles, modules: [broken] }), broken],
+    });
+    try {
+      const otherApi = other.api as unknown as ApiClient<{ metal: MetalApi }>;
+      const machine = await otherApi.metal.enroll(root, {
+        tenantId: 'root',
+        siteId,
+        bmc: { address: '10.6.6.6', driver: 'ipmi' },
+        macs: [nextMac()],
+      });
+      await settle(other, { clock });
+      expect(await get(machine.nodeId)).toMatchObject({
+        state: 'failed',
+        phase: 'commissioning',
+        enrolling: true,
+        workflow: null,
+        lastError: { code: 'NOT_FOUND', workflowId: null, phase: 'commissioning' },
+      });
+      expect((await workflowsOf(machine.nodeId)).map((w) => w.profile_id)).toEqual(['mtest.enroll', 'mtest.inspect']);
+      expect(await api.metal.recover(root, { tenantId: 'root', nodeId: machine.nodeId })).toMatchObject({
+        state: 'commissioning',
+      });
+      await drive();
+      expect((await get(machine.nodeId)).state).toBe('available');
+    } finally {
+      await other.close();
+    }
+  });
+
   it('aborts the active workflow and fails the machine at once; recover deploys it again', async () => {
     const nodeId = await available();
     script.deploying = 'wait';

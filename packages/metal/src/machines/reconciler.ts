@@ -1,5 +1,6 @@
-import type { ModuleContext, Reconciler, SqlExecutor } from '@better-compute/core';
+import { isComputeError, type ModuleContext, type Reconciler, type SqlExecutor } from '@better-compute/core';
 import { decideWorkflowEnd } from '../lifecycle/decide';
+import type { PhaseState } from '../lifecycle/states';
 import { applyMove, type PhaseProfiles } from './apply-move';
 import { type MachineError, type MachineRecord, readMachine, snapshotOf } from './machine-rows';
 
@@ -15,6 +16,10 @@ import { type MachineError, type MachineRecord, readMachine, snapshotOf } from '
 export const METAL_WORK_KIND = 'metal';
 
 type Outcome = 'succeeded' | 'failed' | 'cancelled';
+
+// What starting the next phase's workflow refuses for good: a profile that is missing or does not resolve, a port
+// that is not installed, another workflow already active on the node.
+const UNSTARTABLE = new Set(['NOT_FOUND', 'INVALID_INPUT', 'INVALID_CONFIG', 'CONFLICT']);
 
 interface WorkflowEnd {
   outcome: Outcome;
@@ -54,8 +59,10 @@ function errorOf(machine: MachineRecord, workflowId: string, end: WorkflowEnd): 
  * The `metal` reconciler: reads the machine (locked) and the workflow it recorded, and when that workflow has ended
  * decides with `decideWorkflowEnd` and carries the move out in the same transaction (success: the next state, or the
  * next phase of an enroll, or a hold; failure or cancellation: `failed` with the workflow's error in `last_error`). A
- * machine whose workflow still runs, or that an abort already moved, is left alone. It never polls: it runs when a
- * workflow it owns ends (and once more is harmless).
+ * machine whose workflow still runs, or that an abort already moved, is left alone. When the next phase's workflow
+ * cannot start (its profile is missing or does not resolve, another workflow is active) the machine fails in that
+ * phase with the refusal as its error, rather than retrying forever. It never polls: it runs when a workflow it owns
+ * ends (and once more is harmless).
  *
  * @example
  * ```ts
@@ -72,7 +79,27 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
       const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
       if (!move) return;
       const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
-      await applyMove(tx, ctx, profiles, machine, move, extras);
+      if (!move.startsWorkflow) {
+        await applyMove(tx, ctx, profiles, machine, move, extras);
+        return;
+      }
+      try {
+        // A savepoint: a next phase that cannot start leaves nothing of its attempt behind.
+        await tx.transaction((inner) => applyMove(inner, ctx, profiles, machine, move, extras));
+      } catch (error) {
+        if (!isComputeError(error) || !UNSTARTABLE.has(error.code)) throw error;
+        // Retrying would fail the same way until an operator fixes the profile: the machine fails in the phase it
+        // could not start, and recover starts it again.
+        const phase = move.to as PhaseState;
+        await applyMove(
+          tx,
+          ctx,
+          profiles,
+          machine,
+          { ...move, to: 'failed', startsWorkflow: false, failedFrom: phase, held: false },
+          { lastError: { code: error.code, message: error.message, workflowId: null, phase } },
+        );
+      }
     });
   };
 }

@@ -8,7 +8,7 @@ import type { PhaseProfiles } from './machines/apply-move';
 import { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
 import { metalMigrationsFolder } from './migrations-folder';
 import { metalProfiles } from './profiles';
-import { metalSteps } from './steps';
+import { metalExtensions } from './steps';
 
 /** What {@link metal} takes. */
 export interface MetalOptions {
@@ -66,7 +66,7 @@ export function metal(options: MetalOptions = {}) {
     dependsOn: ['provision'],
     migrations: { folder: metalMigrationsFolder },
     commandKinds: METAL_COMMAND_KINDS,
-    extensions: metalSteps,
+    extensions: metalExtensions,
     profiles: metalProfiles,
     reconcilers: { [METAL_WORK_KIND]: metalReconciler(profiles) },
     api: { metal: metalApi(profiles), sites: sitesApi() },

@@ -440,8 +440,8 @@ export function metalApi(profiles: PhaseProfiles) {
     resource: onNode,
     description:
       'Deploys an available machine with a profile (the latest version the tenant sees, or profileVersion), an image ' +
-      'that replaces the profile’s and user data (stored through ctx.secrets, never kept in a table): deploying, then ' +
-      'deployed.',
+      'for a profile that names none, and user data (stored through ctx.secrets, never kept in a table): deploying, ' +
+      'then deployed.',
     handler: async (input, ctx) => {
       checkStorable(input.profileId, ['profileId']);
       if (input.image !== undefined) checkStorable(input.image, ['image']);

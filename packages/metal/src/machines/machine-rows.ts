@@ -21,8 +21,9 @@ export interface MachineError {
 }
 
 /**
- * What a deploy asked for, kept on the machine until it is released: the profile (and version), an image that
- * replaces the profile's, and user data stored through `ctx.secrets` (only its reference is kept).
+ * What a deploy asked for, kept on the machine until it is released: the profile (and version), an image for a
+ * profile that names none (`deploy.deploy` reads it), and user data stored through `ctx.secrets` (only its reference
+ * is kept).
  *
  * @example
  * ```ts

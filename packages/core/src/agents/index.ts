@@ -2,15 +2,16 @@ export {
   closeAgentSession,
   connectedSiteAgents,
   currentAgentSession,
-  DEFAULT_SESSION_STALE_AFTER_MS,
   openAgentSession,
   touchAgentSession,
 } from './agent-sessions';
+export { bootLeaseHolder } from './boot-leases';
 export {
   AGENT_ROLES,
   type AgentRole,
   type AgentSession,
   type AgentSessionRef,
+  type BootLease,
   type ConnectedSiteAgent,
   type OpenAgentSessionInput,
   type SessionFreshness,

@@ -24,6 +24,7 @@ import type {
   CommandKindEntry,
   CommandKindRegistry,
   CommandPolicy,
+  CommandStaging,
   CommandState,
   KernelCommandQueue,
   NewCommand,
@@ -202,7 +203,7 @@ export async function expireDueCommands(tx: SqlExecutor, now: Date, work: WorkQu
 
 /**
  * The kernel's command queue over the `commands` table: find-before-create enqueue, the state machine, the agent-side
- * functions, and the `wake` work item queued with every settle.
+ * functions, and the `wake` work item queued with every settle; with {@link CommandStaging} for core's commit service.
  *
  * @example
  * ```ts
@@ -210,7 +211,7 @@ export async function expireDueCommands(tx: SqlExecutor, now: Date, work: WorkQu
  * await db.transaction((tx) => commands.enqueue(tx, { nodeId, kind: 'node.reboot', payload: {}, key: 'wf:1:reboot', notAfter }));
  * ```
  */
-export function createCommandQueue(options: CommandQueueOptions): KernelCommandQueue {
+export function createCommandQueue(options: CommandQueueOptions): KernelCommandQueue & CommandStaging {
   const { kinds, clock, work } = options;
   const policies = [...(options.policies ?? [])];
   const policiesFor = (kind: CommandKindDefinition) =>

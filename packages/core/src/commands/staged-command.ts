@@ -1,7 +1,7 @@
 import type { Json } from '../json/types';
 
 /**
- * A new command checked and given its id, not yet written: what `commands.stage` returns, for a caller that writes it
+ * A new command checked and given its id, not yet written: what `CommandStaging.stage` returns, for a caller that writes it
  * as a CTE of its own statement ({@link stagedCommandInsertSql}) so the command commits with the change that sends it.
  */
 export interface StagedCommand {
@@ -51,7 +51,7 @@ export function stagedCommandInsertSql(param: string, createdAt: string, conditi
  *
  * @example
  * ```ts
- * const param = stagedCommandParam(await ctx.commands.stage(input));
+ * const param = stagedCommandParam(await queue.stage(input));
  * ```
  */
 export function stagedCommandParam(command: StagedCommand): string {

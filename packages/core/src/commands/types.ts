@@ -83,22 +83,30 @@ export interface NewCommand {
  */
 export interface CommandQueue {
   enqueue(tx: SqlExecutor, command: NewCommand): Promise<Command>;
-  /**
-   * Checks a new command as `enqueue` does (the same errors), without the database, and gives it its id, for a caller
-   * that writes it in its own statement (`commit` does). Undefined when a command policy applies to its
-   * kind: policies run in the transaction, so such a command goes through `enqueue`. The kernel's queue has it; a test double
-   * may leave it out, and callers then use `enqueue`.
-   */
-  stage?(command: NewCommand): Promise<StagedCommand | undefined>;
   get(sql: SqlExecutor, id: string): Promise<Command | undefined>;
   findByKey(sql: SqlExecutor, nodeId: string, key: string): Promise<Command | undefined>;
   cancel(tx: SqlExecutor, id: string, reason: string): Promise<Command>;
 }
 
 /**
+ * What the kernel's command queue adds for core's commit service (not part of the {@link CommandQueue} port):
+ * `stage` checks a new command as `enqueue` does (the same errors), without the database, and gives it its id, for
+ * `commit` to insert in its own statement. Undefined when a command policy applies to its kind: policies run in the
+ * transaction, so such a command goes through `enqueue`. A queue without it (a test double) makes `commit` use `enqueue`.
+ *
+ * @example
+ * ```ts
+ * const staged = await queue.stage({ nodeId, kind: 'node.reboot', payload: {}, key: 'wf:…', notAfter });
+ * ```
+ */
+export interface CommandStaging {
+  stage(command: NewCommand): Promise<StagedCommand | undefined>;
+}
+
+/**
  * A hook every enqueue of a new command passes through (the destructive-batch quorum is one); it throws to refuse.
  * `appliesTo`, when given, names the kinds it looks at: a command of any other kind skips it, and can then be staged
- * (`commands.stage`) rather than enqueued. Without it the policy sees every kind.
+ * ({@link CommandStaging}) rather than enqueued. Without it the policy sees every kind.
  *
  * @example
  * ```ts

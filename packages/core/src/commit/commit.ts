@@ -1,8 +1,8 @@
 import { stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
-import type { CommandQueue, NewCommand } from '../commands/types';
+import type { CommandQueue, CommandStaging, NewCommand } from '../commands/types';
 import { type ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
-import type { EventBus, NewEvent } from '../events/types';
+import type { EventBus, EventStaging, NewEvent, StagedEvent } from '../events/types';
 import { type Bind, bindParams } from '../sql/bind-params';
 import type { SqlExecutor } from '../sql/executor';
 import { isSqlError } from '../sql/sql-error';
@@ -67,19 +67,28 @@ export type CommitResult<R> =
   /** The gate wrote nothing (its guard no longer held): nothing was written. */
   | { readonly status: 'stale' }
   /**
-   * The command cannot be written by one statement (a command policy applies to its kind, or a command is already
-   * under its key): nothing was written; commit again in a transaction.
+   * The commit cannot be written by one statement (a command policy applies to its kind, a command is already under
+   * its key, or the context's command queue or event bus cannot stage: `unstaged`): nothing was written; commit again
+   * in a transaction.
    */
-  | { readonly status: 'needs-transaction'; readonly reason: 'command-policies' | 'command-key-taken' }
+  | {
+      readonly status: 'needs-transaction';
+      readonly reason: 'command-policies' | 'command-key-taken' | 'unstaged';
+    }
   /** The command queue refused the command (its checks, a policy): nothing of this commit was written. */
   | { readonly status: 'refused'; readonly error: ComputeError };
 
-/** The ports a commit uses: a module context has them all. */
+/**
+ * The ports a commit uses: a module context has them all. The kernel's command queue and event bus (the ones a module
+ * context carries) can also stage ({@link CommandStaging}, {@link EventStaging}), which is what lets a command and
+ * events go into the one statement; without it (a test double) a commit with a command or events needs a transaction,
+ * where the command is enqueued and the events published.
+ */
 export interface CommitContext {
   readonly sql: SqlExecutor;
   readonly clock: { now(): Date };
-  readonly commands: CommandQueue;
-  readonly events: EventBus;
+  readonly commands: CommandQueue & Partial<CommandStaging>;
+  readonly events: EventBus & Partial<EventStaging>;
   readonly item?: { readonly kind: string; readonly key: string };
   /** The worker's shard lease (a worker's `ctx.lease`): the statement written without `tx` is fenced by it. */
   readonly lease?: ShardLease;
@@ -96,6 +105,7 @@ function build(
   request: CommitRequest,
   now: Date,
   command: { id: string; param?: string; nodeId: string } | undefined,
+  events: readonly StagedEvent[],
   fenced: boolean,
 ): Built {
   const { bind, params } = bindParams();
@@ -135,10 +145,8 @@ function build(
     });
     parts.push(`requeued AS (${requeue})`);
   }
-  if (request.events && request.events.length > 0) {
-    const staged = request.events.map((event) => ctx.events.stage(event));
-    parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(staged)), written)})`);
-  }
+  if (events.length > 0)
+    parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(events)), written)})`);
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
 SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, g.*
@@ -163,11 +171,11 @@ async function run<R>(
  * Commits a reconciler's decision: the module's own changes, the events, at most one command and the requeue of the
  * pass's work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
  * fenced by the worker's shard lease when there is one (`ctx.lease`, which a worker sets; INVALID_STATE `fenced`
- * when it is no longer held), the command staged (`commands.stage`) and inserted by the same statement, everything
- * gated on the first change. With `tx` (a
- * transaction the caller opened, fenced by the worker's executor already), the command is enqueued there with its
- * policies (`commands.enqueue`, find-before-create), then the statement runs without a fence. A refused command is
- * reported, never thrown, and nothing of the commit is written.
+ * when it is no longer held), the command and the events staged ({@link CommandStaging}, {@link EventStaging}) and
+ * inserted by the same statement, everything gated on the first change. With `tx` (a transaction the caller opened,
+ * fenced by the worker's executor already), the command is enqueued there with its policies (`commands.enqueue`,
+ * find-before-create), then the statement runs without a fence (events published in `tx` after it when the bus cannot
+ * stage). A refused command is reported, never thrown, and nothing of the commit is written.
  *
  * @example
  * ```ts
@@ -185,18 +193,24 @@ export async function commit<R = Record<string, unknown>>(
   request: CommitRequest,
   tx?: SqlExecutor,
 ): Promise<CommitResult<R>> {
+  const { commands, events } = ctx;
+  const newEvents = request.events ?? [];
+  // Without staging (a test double's queue or bus) only a transaction can write the command and the events.
+  if (!tx && ((request.command && !commands.stage) || (newEvents.length > 0 && !events.stage))) {
+    return { status: 'needs-transaction', reason: 'unstaged' };
+  }
   let command: { id: string; param?: string; nodeId: string } | undefined;
   if (request.command && tx) {
     try {
-      command = { id: (await ctx.commands.enqueue(tx, request.command)).id, nodeId: request.command.nodeId };
+      command = { id: (await commands.enqueue(tx, request.command)).id, nodeId: request.command.nodeId };
     } catch (error) {
       if (isComputeError(error)) return { status: 'refused', error };
       throw error;
     }
-  } else if (request.command) {
-    let staged: Awaited<ReturnType<NonNullable<CommandQueue['stage']>>>;
+  } else if (request.command && commands.stage) {
+    let staged: Awaited<ReturnType<CommandStaging['stage']>>;
     try {
-      staged = await ctx.commands.stage?.(request.command);
+      staged = await commands.stage(request.command);
     } catch (error) {
       if (isComputeError(error)) return { status: 'refused', error };
       throw error;
@@ -204,7 +218,9 @@ export async function commit<R = Record<string, unknown>>(
     if (!staged) return { status: 'needs-transaction', reason: 'command-policies' };
     command = { id: staged.id, param: stagedCommandParam(staged), nodeId: staged.nodeId };
   }
-  const built = build(ctx, request, ctx.clock.now(), command, tx === undefined);
+  const stagedEvents: StagedEvent[] = [];
+  if (events.stage) for (const event of newEvents) stagedEvents.push(events.stage(event));
+  const built = build(ctx, request, ctx.clock.now(), command, stagedEvents, tx === undefined);
   let outcome: { written: boolean; row: R | undefined };
   try {
     outcome = await run<R>(tx ?? ctx.sql, ctx, built);
@@ -216,6 +232,8 @@ export async function commit<R = Record<string, unknown>>(
     throw error;
   }
   if (!outcome.written) return { status: 'stale' };
+  // Not staged: published in the caller's transaction, after the change they describe (only with `tx`, see above).
+  if (tx && stagedEvents.length < newEvents.length) for (const event of newEvents) await events.publish(tx, event);
   return {
     status: 'committed',
     row: outcome.row as R,

@@ -1,11 +1,13 @@
 // `@better-compute/core/kernel`: what better-compute's own packages share beyond a plugin author's root export: agent
-// sessions, the command queue's state machine and limits, the commit service, the work queue and its workers, the
-// migrations runner, the system clock, the silent logger and the API's method listing.
+// sessions and sites' boot leases, the command queue's state machine and limits, the commit service, the work queue
+// and its workers, the migrations runner, the system clock, the silent logger and the API's method listing.
 export {
   AGENT_ROLES,
   type AgentRole,
   type AgentSession,
   type AgentSessionRef,
+  type BootLease,
+  bootLeaseHolder,
   type ConnectedSiteAgent,
   closeAgentSession,
   connectedSiteAgents,
@@ -19,6 +21,7 @@ export { inputJsonSchema, listApiMethods } from '../api';
 export { addMs, systemClock } from '../clock';
 export {
   assertCommandTransition,
+  type CommandStaging,
   createCommandKindRegistry,
   isCommandDue,
   isCommandKindName,
@@ -35,6 +38,7 @@ export {
   type CommitResult,
   commit,
 } from '../commit';
+export type { EventStaging } from '../events';
 export { silentLogger } from '../kernel';
 export { applyMigrations, type MigrationReport, type ModuleMigrations, readMigrationFolder } from '../migrations';
 export { coreMigrationsFolder } from '../migrations-folder';

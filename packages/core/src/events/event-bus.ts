@@ -6,7 +6,7 @@ import { assertJson } from '../json';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import { type EventHandler, type EventSubscription, type SubscribeEventsOptions, subscribeEvents } from './subscribe';
-import type { EventBus } from './types';
+import type { EventBus, EventStaging } from './types';
 
 /** The longest subject or type an event may carry. */
 export const MAX_EVENT_NAME_LENGTH = 512;
@@ -54,7 +54,8 @@ function checkEvent(event: unknown): { tenantId: string; subject: string; type: 
 /**
  * The events outbox writer and in-process subscriber: `publish` inserts one row in the caller's transaction (so a
  * rolled-back change never publishes), stamped with the clock's time and an `evt_…` id. A bad subject, type, tenant or
- * data is INVALID_INPUT with `details.path`. `subscribe` needs `db`; without it it is INVALID_CONFIG.
+ * data is INVALID_INPUT with `details.path`. `subscribe` needs `db`; without it it is INVALID_CONFIG. `stage`
+ * ({@link EventStaging}) is for core's commit service.
  *
  * @example
  * ```ts
@@ -62,7 +63,7 @@ function checkEvent(event: unknown): { tenantId: string; subject: string; type: 
  * await db.transaction((tx) => events.publish(tx, { tenantId, subject: `node/${id}`, type: 'node.deployed', data: { id } }));
  * ```
  */
-export function createEventBus(options: EventBusOptions): KernelEventBus {
+export function createEventBus(options: EventBusOptions): KernelEventBus & EventStaging {
   const { clock, db } = options;
   const live = new Set<{ tenantId: string | undefined; subscription: EventSubscription }>();
   const nudge = (tenantId: string) => {

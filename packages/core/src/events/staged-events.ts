@@ -1,7 +1,7 @@
 import type { StagedEvent } from './types';
 
 /**
- * The body of a data-modifying CTE that inserts staged events (see `EventBus.stage`), in order, from one jsonb
+ * The body of a data-modifying CTE that inserts staged events (see `EventStaging.stage`), in order, from one jsonb
  * parameter built by {@link stagedEventsParam}. `condition` gates the insert on the rest of the statement, so an event
  * is written only with the change it describes.
  *
@@ -10,7 +10,7 @@ import type { StagedEvent } from './types';
  * const text = `WITH changed AS (UPDATE nodes SET state = $2 WHERE id = $1 RETURNING id),
  *   published AS (${stagedEventsInsertSql('$3', 'EXISTS (SELECT 1 FROM changed)')})
  *   SELECT count(*) FROM changed`;
- * await sql.query(text, [id, 'ready', stagedEventsParam([ctx.events.stage(event)])]);
+ * await sql.query(text, [id, 'ready', stagedEventsParam([bus.stage(event)])]);
  * ```
  */
 export function stagedEventsInsertSql(param: string, condition = 'TRUE'): string {
@@ -26,7 +26,7 @@ export function stagedEventsInsertSql(param: string, condition = 'TRUE'): string
  *
  * @example
  * ```ts
- * const param = stagedEventsParam([ctx.events.stage({ tenantId, subject, type: 'node.ready', data: {} })]);
+ * const param = stagedEventsParam([bus.stage({ tenantId, subject, type: 'node.ready', data: {} })]);
  * ```
  */
 export function stagedEventsParam(events: readonly StagedEvent[]): string {

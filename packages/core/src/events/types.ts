@@ -27,15 +27,23 @@ export interface ComputeEvent extends NewEvent {
  */
 export interface EventBus {
   publish(tx: SqlExecutor, event: NewEvent): Promise<void>;
-  /**
-   * Checks and stamps an event (`evt_…` id, the clock's time) for a caller that writes it in a statement of its own
-   * (see `commit`, which writes staged events), and nudges subscribers as `publish` does. The caller must insert it in the same
-   * transaction as the change it describes.
-   */
+}
+
+/**
+ * What the kernel's event bus adds for core's commit service (not part of the {@link EventBus} port): `stage` checks
+ * and stamps an event (`evt_…` id, the clock's time) for `commit` to insert in a statement of its own, and nudges
+ * subscribers as `publish` does. The event must be inserted in the same transaction as the change it describes.
+ *
+ * @example
+ * ```ts
+ * const staged = bus.stage({ tenantId, subject: `node/${id}`, type: 'node.ready', data: {} });
+ * ```
+ */
+export interface EventStaging {
   stage(event: NewEvent): StagedEvent;
 }
 
-/** An event checked and stamped by {@link EventBus.stage}, ready to insert. */
+/** An event checked and stamped by {@link EventStaging.stage}, ready to insert. */
 export interface StagedEvent extends NewEvent {
   id: string;
   at: Date;

@@ -1,4 +1,4 @@
-export { assertJson, checkJson, isJson, type JsonErrorCode, type JsonIssue, MAX_JSON_DEPTH } from './check-json';
-export { type DeepReadonly, deepFreeze } from './deep-freeze';
+export { assertJson, checkJson, isJson, MAX_JSON_DEPTH } from './check-json';
+export { deepFreeze } from './deep-freeze';
 export { assertStorableText, findUnstorableText, storableTextProblem } from './storable-text';
 export type { Json } from './types';

@@ -1,8 +1,2 @@
-export {
-  loadMigrations,
-  type Migration,
-  type MigrationSource,
-  readMigrationFolder,
-  splitStatements,
-} from './migration';
+export { loadMigrations, type Migration, type MigrationSource, readMigrationFolder } from './migration';
 export { applyMigrations, type MigrationReport, type ModuleMigrations } from './migrator';

@@ -1,20 +1,11 @@
-export { backoffDelayMs, DEFAULT_BACKOFF, describeFailure, failureDelayMs, TRANSIENT_BACKOFF_MAX_MS } from './backoff';
+export { DEFAULT_BACKOFF, failureDelayMs, TRANSIENT_BACKOFF_MAX_MS } from './backoff';
+export { FencedExecutor, isFencedError, type ShardLease } from './fenced-executor';
+export { runDueWork } from './run-due-work';
+export { shardOf } from './shard';
 export {
-  assertLeaseHeld,
-  FencedExecutor,
-  fencedError,
-  isFencedError,
-  type ShardLease,
-} from './fenced-executor';
-export { type RunDueWorkOptions, runDueWork } from './run-due-work';
-export { assignedShards, DEFAULT_SHARDS, fnv1a32, shardOf } from './shard';
-export {
-  type BackoffOptions,
   parseWorkNotification,
-  REBALANCE_PAYLOAD,
   type ReconcileResult,
   URGENT_LEAD_MS,
-  URGENT_SUFFIX,
   WORK_CHANNEL,
   type WorkItemReport,
   type WorkOutcome,
@@ -22,5 +13,5 @@ export {
   type WorkRequest,
 } from './types';
 export { createWorkQueue, type WorkQueueOptions } from './work-queue';
-export { startWorker, type WorkerHandle, type WorkerStats } from './worker';
-export { WORKER_DEFAULTS, type WorkerOptions } from './worker-options';
+export { startWorker, type WorkerHandle } from './worker';
+export type { WorkerOptions } from './worker-options';

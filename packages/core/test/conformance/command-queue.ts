@@ -3,6 +3,7 @@ import type { Clock } from '../../src/clock';
 import {
   type CommandKindDefinition,
   type CommandPolicy,
+  type CommandStaging,
   createCommandKindRegistry,
   createCommandQueue,
   type KernelCommandQueue,
@@ -80,7 +81,7 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
     { moduleId: 'test', definition: passThrough },
     { moduleId: 'test', definition: refusesPort },
   ]);
-  let queue: KernelCommandQueue;
+  let queue: KernelCommandQueue & CommandStaging;
   let nodeId: string;
   let otherNodeId: string;
   const hour = () => new Date(clock.now().getTime() + 3_600_000);
@@ -239,7 +240,7 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
         targetNodeId: otherNodeId,
         wake: { kind: 'workflow', key: 'wf_1' },
       };
-      const staged = (await queue.stage?.(input)) as StagedCommand;
+      const staged = (await queue.stage(input)) as StagedCommand;
       expect(staged.id).toMatch(/^cmd_/);
       expect(staged.payload).toEqual({ kernel: '/vmlinuz', args: [] });
       expect((await send(staged)).rows).toEqual([{ id: staged.id }]);
@@ -253,15 +254,15 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
 
     it('refuses what enqueue refuses, with the same codes and paths', async () => {
       const base = { nodeId, kind: 'boot.kexec', payload: { kernel: 'k' }, key: 'k', notAfter: hour() };
-      await expect(queue.stage?.({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
+      await expect(queue.stage({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
         code: 'INVALID_CONFIG',
         details: { path: ['kind'] },
       });
-      await expect(queue.stage?.({ ...base, payload: { kernel: 7 } })).rejects.toMatchObject({
+      await expect(queue.stage({ ...base, payload: { kernel: 7 } })).rejects.toMatchObject({
         code: 'INVALID_INPUT',
         details: { path: ['payload', 'kernel'] },
       });
-      await expect(queue.stage?.({ ...base, notAfter: clock.now() })).rejects.toMatchObject({
+      await expect(queue.stage({ ...base, notAfter: clock.now() })).rejects.toMatchObject({
         code: 'INVALID_INPUT',
         details: { path: ['notAfter'] },
       });
@@ -269,12 +270,12 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
 
     it('inserts nothing when its condition is false or its node is gone, and fails on a key already taken', async () => {
       const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
-      expect((await send((await queue.stage?.(base)) as StagedCommand, 'FALSE')).rows).toEqual([]);
-      const gone = (await queue.stage?.({ ...base, nodeId: 'node_missing' })) as StagedCommand;
+      expect((await send((await queue.stage(base)) as StagedCommand, 'FALSE')).rows).toEqual([]);
+      const gone = (await queue.stage({ ...base, nodeId: 'node_missing' })) as StagedCommand;
       expect((await send(gone)).rows).toEqual([]);
       expect((await db.query('SELECT 1 FROM commands')).rowCount).toBe(0);
       await enqueueReboot('k');
-      const error = await send((await queue.stage?.(base)) as StagedCommand).catch((e: unknown) => e);
+      const error = await send((await queue.stage(base)) as StagedCommand).catch((e: unknown) => e);
       expect(isSqlError(error, 'unique-violation')).toBe(true);
       expect((await db.query('SELECT 1 FROM commands')).rowCount).toBe(1);
     });
@@ -282,9 +283,9 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
     it('declines (undefined) when a policy applies to the kind: policies run in the transaction, through enqueue', async () => {
       const guarded = createCommandQueue({ kinds, clock, work: recordingWork, policies: [async () => undefined] });
       const base = { nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
-      await expect(guarded.stage?.(base)).resolves.toBeUndefined();
+      await expect(guarded.stage(base)).resolves.toBeUndefined();
       // Checked all the same.
-      await expect(guarded.stage?.({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
+      await expect(guarded.stage({ ...base, kind: 'node.explode' })).rejects.toMatchObject({
         code: 'INVALID_CONFIG',
       });
       // A policy that names the kinds it looks at leaves the others to stage.
@@ -292,9 +293,9 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
         appliesTo: (kind: CommandKindDefinition) => kind.destructive === true,
       });
       const scoped = createCommandQueue({ kinds, clock, work: recordingWork, policies: [destructiveOnly] });
-      expect(await scoped.stage?.(base)).toMatchObject({ kind: 'node.reboot' });
+      expect(await scoped.stage(base)).toMatchObject({ kind: 'node.reboot' });
       const kexecInput = { ...base, kind: 'boot.kexec', payload: { kernel: 'k' } };
-      await expect(scoped.stage?.(kexecInput)).resolves.toBeUndefined();
+      await expect(scoped.stage(kexecInput)).resolves.toBeUndefined();
     });
   });
 

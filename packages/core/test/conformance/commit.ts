@@ -154,6 +154,38 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       expect((await state()).thing).toEqual([{ revision: 1, command_id: null }]);
     });
 
+    it('without staging (a queue and bus that only enqueue and publish) needs a transaction, and writes all in one', async () => {
+      const { enqueue, get, findByKey, cancel } = commands;
+      const plain = { ...ctx(), commands: { enqueue, get, findByKey, cancel }, events: { publish: events.publish } };
+      const event = { tenantId: 'acme', subject: 'thing/t1', type: 'thing.first', data: {} };
+      expect(await commit(plain, { changes: [bump(1)], command: command() })).toEqual({
+        status: 'needs-transaction',
+        reason: 'unstaged',
+      });
+      expect(await commit(plain, { changes: [bump(1)], events: [event] })).toEqual({
+        status: 'needs-transaction',
+        reason: 'unstaged',
+      });
+      expect((await state()).thing).toEqual([{ revision: 1, command_id: null }]);
+      const stale = await db.transaction((tx) => commit(plain, { changes: [bump(7)], events: [event] }, tx));
+      expect(stale).toEqual({ status: 'stale' });
+      const result = await db.transaction((tx) =>
+        commit(
+          plain,
+          { changes: [bump(1)], events: [event, { ...event, type: 'thing.second' }], command: command() },
+          tx,
+        ),
+      );
+      expect(result.status).toBe('committed');
+      if (result.status !== 'committed') return;
+      expect(await state()).toEqual({
+        thing: [{ revision: 2, command_id: result.commandId }],
+        notes: [],
+        events: ['thing.first', 'thing.second'],
+        commands: [{ id: result.commandId, key: 'k1' }],
+      });
+    });
+
     it('refuses a change named like one of its own parts', async () => {
       const error = await commit(ctx(), { changes: [{ ...bump(1), name: 'fence' }] }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ComputeError);

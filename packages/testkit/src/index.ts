@@ -27,6 +27,32 @@ export {
   type InMemoryWorkItem,
   type InMemoryWorkQueue,
 } from './in-memory-work-queue';
+export {
+  createMetalSim,
+  type MetalSim,
+  type MetalSimApi,
+  type MetalSimOptions,
+  type MetalSimSettleOptions,
+  type SimSite,
+  type SimWorker,
+} from './metal-sim/create-metal-sim';
+export {
+  type BootEntry,
+  defaultInstall,
+  type FaultMatch,
+  type InstallHook,
+  type InstallPlan,
+  type InstallSource,
+  joinTokenIn,
+  type MachineFaults,
+  type SimBmc,
+  type SimDisk,
+  type SimHttpHandler,
+  type SimMachine,
+  type SimMachineSpec,
+  type SimRunning,
+} from './metal-sim/machine';
+export type { SimAgent, SimCommandRecord, SimOutcome } from './metal-sim/sim-agent';
 export { decodeJsonResult, encodeResult } from './result-bytes';
 export { createScratchDatabase, type ScratchDatabase, scratchBackends } from './scratch-database';
 export { type SettleOptions, type SettleReport, settle } from './settle';

@@ -13,8 +13,8 @@ import type { FakeClock } from './fake-clock';
 export interface SettleOptions {
   /** The fake clock the compute was built with; settle moves it forward to the next due item. */
   clock: FakeClock;
-  /** Agents polled after every pass of due work. */
-  agents?: readonly FakeAgent[];
+  /** Agents polled after every pass of due work: FakeAgents, or anything with `poll()` (the metal simulator's). */
+  agents?: readonly Pick<FakeAgent, 'poll'>[];
   /** The most passes before settle gives up (a reconciler that never stops asking). Default 10,000. */
   maxPasses?: number;
   /** How far past its start settle may move the clock before it gives up. Default 24 hours. */

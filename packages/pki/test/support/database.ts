@@ -1,21 +1,61 @@
 import type { Clock, LogFields, Logger, SqlExecutor } from '@better-compute/core';
+import { type SqlDatabase, ulid } from '@better-compute/core';
 import { applyMigrations, coreMigrationsFolder, readMigrationFolder } from '@better-compute/core/kernel';
-import { createScratchDatabase, type ScratchDatabase } from '@better-compute/testkit';
+import { createPgliteDatabase } from '@better-compute/core/pglite';
+import { createPostgresDatabase } from '@better-compute/core/postgres';
 import { pkiMigrationsFolder } from '../../src';
 
 /** The PostgreSQL server tests may use, when set. */
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
 
-/** A database for one test file: the testkit's scratch database. */
-export type Scratch = ScratchDatabase;
+/**
+ * A database for one test file. pki keeps its own (as core does) rather than the testkit's: the testkit depends on pki
+ * (its metal simulator wires pki), so pki cannot depend on the testkit.
+ */
+export interface Scratch {
+  readonly db: SqlDatabase;
+  /** Another pool on the same database (PostgreSQL only). */
+  connect(options?: { max?: number }): SqlDatabase;
+  readonly url?: string;
+  drop(): Promise<void>;
+}
 
 /** A fresh in-memory PGlite. */
-export const scratchPglite = (): Promise<Scratch> => createScratchDatabase();
+export async function scratchPglite(): Promise<Scratch> {
+  const db = await createPgliteDatabase();
+  return {
+    db,
+    connect: () => {
+      throw new Error('PGlite has one connection');
+    },
+    drop: () => db.close(),
+  };
+}
 
-/** A fresh database on the server of TEST_DATABASE_URL, dropped by `drop`. */
+/** A fresh database `bc_test_<ulid>` on the server of TEST_DATABASE_URL, dropped (whoever is connected) by `drop`. */
 export async function scratchPostgres(): Promise<Scratch> {
   if (!TEST_DATABASE_URL) throw new Error('TEST_DATABASE_URL is not set');
-  return createScratchDatabase({ url: TEST_DATABASE_URL });
+  const name = `bc_test_${ulid().toLowerCase()}`;
+  const admin = createPostgresDatabase({ url: TEST_DATABASE_URL, max: 1 });
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(TEST_DATABASE_URL);
+  url.pathname = `/${name}`;
+  const handles: SqlDatabase[] = [];
+  const connect = (options: { max?: number } = {}) => {
+    const handle = createPostgresDatabase({ url: url.toString(), ...options });
+    handles.push(handle);
+    return handle;
+  };
+  return {
+    db: connect(),
+    connect,
+    url: url.toString(),
+    drop: async () => {
+      await Promise.all(handles.splice(0).map((handle) => handle.close()));
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.close();
+    },
+  };
 }
 
 /** A clock that moves only when told. */

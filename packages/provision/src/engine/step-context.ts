@@ -1,4 +1,4 @@
-import { type CommandQueue, ComputeError, type ModuleContext } from '@better-compute/core';
+import { type CommandQueue, ComputeError, type ModuleContext, type PkiPort } from '@better-compute/core';
 import type { StepContext } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
@@ -43,6 +43,25 @@ function stepCommands(
 }
 
 /**
+ * The PKI port a step sees: a `provisioned` join token it mints for its workflow's tenant without naming a node
+ * remembers the workflow's node, so the installed OS that joins with it re-keys that node (`provisionedTargetResolver`
+ * prefers the token's node) even when the step returns no `joinTokenId` (walkthrough 1's `renderAutoinstallIso`
+ * returns only `{ url }`).
+ */
+function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
+  const node = request.node;
+  if (!node) return pki;
+  return {
+    ...pki,
+    issueJoinToken(tx, input) {
+      const remember =
+        input?.role === 'provisioned' && input.nodeId === undefined && input.tenantId === request.tenantId;
+      return pki.issueJoinToken(tx, remember ? { ...input, nodeId: node.id } : input);
+    },
+  };
+}
+
+/**
  * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates.
  *
  * @example
@@ -59,6 +78,7 @@ export function buildStepContext(
   return {
     ...ctx,
     commands: stepCommands(ctx.commands, request, sends, signal),
+    ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
     stepId: request.stepId,
     attempt: request.attempt,

@@ -1,4 +1,6 @@
+import { bootLeaseHolder } from 'better-compute/core/kernel';
 import { ENGINE_DEFAULTS, pauseWorkflow, resumeWorkflow } from 'better-compute/provision';
+import { createFakeAgent, insertNode, settle } from 'better-compute/testkit';
 import { expect, it } from 'vitest';
 import { type EngineLab, lab as record, stepStates } from '../support/engine-lab';
 
@@ -108,6 +110,30 @@ export function agentStepScenarios(getLab: () => EngineLab) {
       { node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, kind: 'lab.ping' },
     ]);
     expect(lab.siteAgent.answered).toHaveLength(1);
+  });
+
+  it('sends site steps to the boot-lease holder; once it leaves, to the agent the lease moved to, not back', async () => {
+    const lab = getLab();
+    const otherNode = await insertNode(lab.db, { siteId: lab.siteId, kind: 'site-agent' }, lab.clock);
+    const other = createFakeAgent(lab.compute, { nodeId: otherNode, role: 'site' });
+    await other.connect();
+    lab.clock.advance(1000);
+    await other.poll(); // seen after the holder: most recently seen first would pick it
+    const agents = () => [...lab.agents, other];
+    const runSitePing = async (id: string) => {
+      const workflowId = await lab.start({ id, steps: [{ use: 'lab.sitePing' }] });
+      await settle(lab.compute, { clock: lab.clock, agents: agents() });
+      expect((await lab.workflow(workflowId)).state).toBe('succeeded');
+      return (await commands(lab)).filter((c) => c.step_id !== null).map((c) => c.node_id);
+    };
+    expect((await bootLeaseHolder(lab.db, lab.siteId, { now: lab.clock.now() }))?.nodeId).toBe(lab.siteAgent.nodeId);
+    expect(await runSitePing('lab-lease-1')).toEqual([lab.siteAgent.nodeId]);
+    await lab.siteAgent.disconnect();
+    expect(await runSitePing('lab-lease-2')).toEqual([lab.siteAgent.nodeId, otherNode]);
+    await lab.siteAgent.connect(); // the former holder returns
+    lab.clock.advance(1000);
+    await lab.siteAgent.poll();
+    expect(await runSitePing('lab-lease-3')).toEqual([lab.siteAgent.nodeId, otherNode, otherNode]);
   });
 
   it('fails a site step with NO_SITE_AGENT when no site agent is connected before its deadline', async () => {

@@ -2,6 +2,8 @@ import { requireText } from '../checks/checks';
 import { ComputeError } from '../errors';
 import { newId } from '../ids';
 import type { SqlExecutor } from '../sql/executor';
+import { settleBootLease } from './boot-leases';
+import { DEFAULT_SESSION_STALE_AFTER_MS, staleBefore } from './freshness';
 import {
   AGENT_ROLES,
   type AgentRole,
@@ -13,7 +15,7 @@ import {
 } from './types';
 
 /** How long a session stays connected without a touch, unless the caller says otherwise. */
-export const DEFAULT_SESSION_STALE_AFTER_MS = 60_000;
+export { DEFAULT_SESSION_STALE_AFTER_MS };
 
 interface SessionRow {
   id: string;
@@ -45,22 +47,16 @@ function requireClock(clock: unknown): { now(): Date } {
   return clock as { now(): Date };
 }
 
-function staleBefore(freshness: SessionFreshness): Date {
-  const { now } = freshness;
-  if (!(now instanceof Date) || Number.isNaN(now.getTime())) {
-    throw new ComputeError('INVALID_INPUT', 'now must be a valid Date', { details: { path: ['now'] } });
-  }
-  const staleAfterMs = freshness.staleAfterMs ?? DEFAULT_SESSION_STALE_AFTER_MS;
-  if (!Number.isFinite(staleAfterMs) || staleAfterMs <= 0) {
-    throw new ComputeError('INVALID_INPUT', 'staleAfterMs must be positive', { details: { path: ['staleAfterMs'] } });
-  }
-  return new Date(now.getTime() - staleAfterMs);
-}
-
 /**
  * Opens a session for an agent and closes the node's previous open one, under a lock on the node row so two opens of
- * one node never both stay open. An unknown node is NOT_FOUND; a role outside {@link AGENT_ROLES} or an empty boot id
- * is INVALID_INPUT with the path.
+ * one node never both stay open (`FOR NO KEY UPDATE`: a boot lease given to this node by another transaction, which
+ * holds its site's lock, checks its foreign key on the row without waiting, so the two cannot deadlock). An unknown
+ * node is NOT_FOUND; a role outside {@link AGENT_ROLES} or an empty boot id is INVALID_INPUT with the path.
+ *
+ * For a site agent (a node of kind `site-agent` with a site), the site's boot lease is settled in the same
+ * transaction: a `site` session takes it when no connected site agent holds it, and when the node's previous session
+ * held it, it moves to another connected site agent of the site first (it does not stay with the node because the
+ * node came back).
  *
  * @example
  * ```ts
@@ -77,8 +73,12 @@ export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionI
   }
   const bootId = requireText(input.bootId, ['bootId']);
   return tx.transaction(async (inner) => {
-    const node = await inner.query('SELECT id FROM nodes WHERE id = $1 FOR UPDATE', [nodeId]);
-    if (node.rowCount === 0) {
+    const node = await inner.query<{ kind: string; site_id: string | null }>(
+      'SELECT kind, site_id FROM nodes WHERE id = $1 FOR NO KEY UPDATE',
+      [nodeId],
+    );
+    const row = node.rows[0];
+    if (!row) {
       throw new ComputeError('NOT_FOUND', `node ${nodeId} not found`, { details: { path: ['nodeId'] } });
     }
     const now = clock.now();
@@ -91,6 +91,7 @@ export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionI
        VALUES ($1, $2, $3, $4, $5, $5) RETURNING *`,
       [newId('ses'), nodeId, input.role, bootId, now],
     );
+    if (row.kind === 'site-agent' && row.site_id !== null) await settleBootLease(inner, row.site_id, now);
     return toSession(rows[0] as SessionRow);
   });
 }
@@ -107,6 +108,10 @@ async function sessionById(sql: SqlExecutor, sessionId: string): Promise<AgentSe
  * Records that the agent was seen now. A closed session is INVALID_STATE (`reason: 'session-closed'`): the agent must
  * open a new one.
  *
+ * One statement, which also tells whether the touching session is a site agent's `site` session whose site's boot
+ * lease had no live holder (seen before this touch, by the default freshness); only then is the lease settled: the
+ * lease of a holder that had gone stale moves to another connected site agent, or one is given to a vacant site.
+ *
  * @example
  * ```ts
  * await touchAgentSession(tx, { sessionId: session.id, clock });
@@ -115,11 +120,25 @@ async function sessionById(sql: SqlExecutor, sessionId: string): Promise<AgentSe
 export async function touchAgentSession(tx: SqlExecutor, ref: AgentSessionRef): Promise<AgentSession> {
   const sessionId = requireText(ref?.sessionId, ['sessionId']);
   const clock = requireClock(ref.clock);
-  const { rows } = await tx.query<SessionRow>(
-    'UPDATE agent_sessions SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1 AND closed_at IS NULL RETURNING *',
-    [sessionId, clock.now()],
+  const now = clock.now();
+  // The subqueries read the rows as they were before this statement, the touching session's last touch included.
+  const { rows } = await tx.query<SessionRow & { lease_site_id: string | null; lease_held: boolean }>(
+    `UPDATE agent_sessions s SET last_seen_at = GREATEST(s.last_seen_at, $2) WHERE s.id = $1 AND s.closed_at IS NULL
+     RETURNING s.*, CASE WHEN s.role = 'site' THEN (
+       SELECT n.site_id FROM nodes n WHERE n.id = s.node_id AND n.kind = 'site-agent' AND NOT EXISTS (
+         SELECT 1 FROM site_boot_leases l JOIN agent_sessions h ON h.id = l.session_id
+         WHERE l.site_id = n.site_id AND h.closed_at IS NULL AND h.last_seen_at > $3)
+     ) END AS lease_site_id,
+     s.role = 'site' AND EXISTS (SELECT 1 FROM site_boot_leases l WHERE l.session_id = s.id) AS lease_held`,
+    [sessionId, now, new Date(now.getTime() - DEFAULT_SESSION_STALE_AFTER_MS)],
   );
-  if (rows[0]) return toSession(rows[0]);
+  const touched = rows[0];
+  if (touched) {
+    if (touched.lease_site_id !== null) {
+      await settleBootLease(tx, touched.lease_site_id, now, touched.lease_held ? touched.id : undefined);
+    }
+    return toSession(touched);
+  }
   const existing = await sessionById(tx, sessionId);
   throw new ComputeError('INVALID_STATE', `agent session ${sessionId} is closed`, {
     details: { reason: 'session-closed', closedAt: existing.closedAt?.toISOString() },
@@ -127,7 +146,8 @@ export async function touchAgentSession(tx: SqlExecutor, ref: AgentSessionRef): 
 }
 
 /**
- * Closes a session; closing a closed session returns it unchanged.
+ * Closes a session; closing a closed session returns it unchanged. When the session held its site's boot lease, the
+ * lease moves to another connected site agent of the site in the same transaction (or waits for one to connect).
  *
  * @example
  * ```ts
@@ -137,11 +157,16 @@ export async function touchAgentSession(tx: SqlExecutor, ref: AgentSessionRef): 
 export async function closeAgentSession(tx: SqlExecutor, ref: AgentSessionRef): Promise<AgentSession> {
   const sessionId = requireText(ref?.sessionId, ['sessionId']);
   const clock = requireClock(ref.clock);
-  const { rows } = await tx.query<SessionRow>(
-    'UPDATE agent_sessions SET closed_at = $2 WHERE id = $1 AND closed_at IS NULL RETURNING *',
-    [sessionId, clock.now()],
+  const now = clock.now();
+  const { rows } = await tx.query<SessionRow & { lease_site_id: string | null }>(
+    `UPDATE agent_sessions s SET closed_at = $2 WHERE s.id = $1 AND s.closed_at IS NULL
+     RETURNING s.*, (SELECT l.site_id FROM site_boot_leases l WHERE l.session_id = s.id) AS lease_site_id`,
+    [sessionId, now],
   );
-  return rows[0] ? toSession(rows[0]) : sessionById(tx, sessionId);
+  const closed = rows[0];
+  if (!closed) return sessionById(tx, sessionId);
+  if (closed.lease_site_id !== null) await settleBootLease(tx, closed.lease_site_id, now);
+  return toSession(closed);
 }
 
 /**
@@ -168,7 +193,8 @@ export async function currentAgentSession(
 }
 
 /**
- * The site agents (nodes of kind `site-agent`) of a site with a connected session, most recently seen first.
+ * The site agents (nodes of kind `site-agent`) of a site with a connected session: the boot-lease holder first, then
+ * the others most recently seen first. One statement.
  *
  * @example
  * ```ts
@@ -184,8 +210,9 @@ export async function connectedSiteAgents(
   requireText(siteId, ['siteId']);
   const { rows } = await sql.query<SessionRow & { name: string | null }>(
     `SELECT s.*, n.name FROM nodes n JOIN agent_sessions s ON s.node_id = n.id
+     LEFT JOIN site_boot_leases l ON l.site_id = n.site_id AND l.session_id = s.id
      WHERE n.site_id = $1 AND n.kind = 'site-agent' AND s.closed_at IS NULL AND s.last_seen_at > $2
-     ORDER BY s.last_seen_at DESC, n.id`,
+     ORDER BY l.site_id IS NULL, s.last_seen_at DESC, n.id`,
     [siteId, staleBefore(freshness)],
   );
   return rows.map((row) => ({

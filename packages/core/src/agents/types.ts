@@ -51,3 +51,14 @@ export interface ConnectedSiteAgent {
   name?: string;
   session: AgentSession;
 }
+
+/**
+ * A site's boot lease: the site agent that answers PXE/DHCP there (`nodeId`), the session it holds the lease through,
+ * and when it took it.
+ */
+export interface BootLease {
+  siteId: string;
+  nodeId: string;
+  sessionId: string;
+  acquiredAt: Date;
+}

@@ -3,9 +3,9 @@ import { type ConnectedSiteAgent, connectedSiteAgents, systemClock } from '@bett
 import { getNode } from '@better-compute/core/nodes';
 
 /**
- * A connected site agent of the node's site (most recently seen first), or undefined when none is connected or the
- * node has no site; then throw `stepNotReady` and wait for one. Metal's boot-lease holder will be preferred once
- * boot leases exist.
+ * A connected site agent of the node's site, or undefined when none is connected or the node has no site; then throw
+ * `stepNotReady` and wait for one. The site's boot-lease holder (core's `site_boot_leases`, the agent that answers
+ * PXE/DHCP there) when it is connected, else the most recently seen; two statements either way.
  *
  * "Connected" is judged at `clock.now()`: pass `ctx.clock` when the compute runs on another clock than the system's
  * (a fake clock in tests), or a session stamped by that clock may look stale or fresh when it is not.

@@ -27,7 +27,8 @@ export async function sharedDatabase(): Promise<SharedDatabase> {
     async reset() {
       for (const compute of open.splice(0)) await compute.close();
       await db.query(
-        'TRUNCATE work_items, commands, agent_sessions, events, credentials, nodes, sites, workers, shard_leases',
+        'TRUNCATE work_items, commands, site_boot_leases, agent_sessions, events, credentials, nodes, sites, workers, ' +
+          'shard_leases',
       );
       await db.query("DELETE FROM tenants WHERE id <> 'root'");
     },

@@ -356,6 +356,33 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     expect(again.macs).toEqual(macs);
   });
 
+  it("a retired machine frees its BMC address in its site: the same hardware enrolls again, a live one's stays CONFLICT", async () => {
+    const bmc = { address: '10.5.5.5', driver: 'ipmi' };
+    const macs = [nextMac()];
+    const first = await available({ bmc, macs });
+    // While the machine is not retired its address is taken (even by a request with other MACs).
+    expect(await apiError(enroll({ bmc }))).toMatchObject({ code: 'CONFLICT', details: { path: ['bmc', 'address'] } });
+    await api.metal.retire(root, { tenantId: 'root', nodeId: first });
+    await drive();
+    expect((await get(first)).state).toBe('retired');
+    const again = await enroll({ bmc, macs });
+    expect(again).toMatchObject({ state: 'enrolling', bmc: { address: '10.5.5.5' }, macs });
+    expect(again.nodeId).not.toBe(first);
+    // The retired machine keeps its record; the new one holds the address now.
+    expect((await get(first)).bmc).toMatchObject({ address: '10.5.5.5' });
+    expect(await apiError(enroll({ bmc }))).toMatchObject({ code: 'CONFLICT', details: { path: ['bmc', 'address'] } });
+    // The database agrees: a second live machine at the address violates the partial unique index.
+    const row = await scratch.db.query('SELECT * FROM metal_machines WHERE node_id = $1', [again.nodeId]);
+    const error = await scratch.db
+      .query(
+        `INSERT INTO metal_machines (node_id, tenant_id, site_id, bmc_address, bmc_driver, created_at, updated_at)
+         VALUES ('node_dup', 'root', $1, '10.5.5.5', 'ipmi', $2, $2)`,
+        [siteId, (row.rows[0] as { created_at: Date }).created_at],
+      )
+      .catch((e: unknown) => e);
+    expect(String(error)).toMatch(/metal_machines_bmc_uq|unique/);
+  });
+
   it('adopts a running machine straight to deployed', async () => {
     const adopted = await api.metal.adopt(root, {
       tenantId: 'root',

@@ -1,12 +1,23 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
-import { httpViaSite, metal, metalBmcTarget, metalProfiles } from 'better-compute/metal';
-import { generateSigningKeyPair, type Pki, pki, type SigningKeyPair, signToBase64Url } from 'better-compute/pki';
+import { httpViaSite, metal, metalBmcTarget, metalDeployImage, metalProfiles } from 'better-compute/metal';
+import {
+  addImageSigner,
+  generateSigningKeyPair,
+  imageSigningBytes,
+  imageVerifier,
+  type Pki,
+  pki,
+  revokeImageSigner,
+  type SigningKeyPair,
+  signToBase64Url,
+} from 'better-compute/pki';
 import {
   defineStep,
   getWorkflow,
   type ProfileStep,
   provisionModule,
+  registerImage,
   storeProfile,
   type WorkflowView,
 } from 'better-compute/provision';
@@ -63,6 +74,9 @@ const httpStep = defineStep({
   },
 });
 const BMC_REF = 'sec_01kbmc00000000000000000000';
+// The user-data template the deploy tests render (userdata.render), and every line the compute logged.
+const TEMPLATE = '#cloud-config\nhostname: {{hostname}}\n# join: {{joinToken}}\n';
+const logged: string[] = [];
 
 async function insertMachine(nodeId: string, address: string, macs: string[]): Promise<void> {
   const now = clock.now();
@@ -136,7 +150,22 @@ beforeAll(async () => {
   compute = await betterCompute({
     database: scratch.db,
     clock,
-    modules: [security.module, provisionModule({ steps: [httpStep], modules: [bareMetal, bmc] }), bareMetal, bmc],
+    modules: [
+      security.module,
+      provisionModule({
+        steps: [httpStep],
+        modules: [bareMetal, bmc],
+        userData: { templates: { 'test.cloud': TEMPLATE } },
+      }),
+      bareMetal,
+      bmc,
+    ],
+    logger: {
+      debug: (message, fields) => logged.push(JSON.stringify({ message, fields })),
+      info: (message, fields) => logged.push(JSON.stringify({ message, fields })),
+      warn: (message, fields) => logged.push(JSON.stringify({ message, fields })),
+      error: (message, fields) => logged.push(JSON.stringify({ message, fields })),
+    },
     pki: security.port(),
     secrets: security.secrets(scratch.db),
     attestation: security.attestation(),
@@ -579,5 +608,328 @@ describe('shipped profiles', () => {
         return (error as unknown as { rows: { action: string }[] }).rows.map((r) => r.action);
       });
     expect(steps.length).toBeGreaterThan(0);
+  });
+});
+
+describe('metal.ensureRamdisk and its token secrets', () => {
+  const secretsLeft = async (refs: string[]) =>
+    (
+      await scratch.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pki_secrets WHERE id = ANY($1::text[])', [
+        refs,
+      ])
+    ).rows[0]?.n;
+
+  it("deletes the boot entries' token secrets once the ramdisk joined, and not before", async () => {
+    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    for (let i = 0; i < 4; i += 1) await drive([site]);
+    const commands = await commandsOf(id);
+    expect(commands.map((c) => c.key.split('#0:')[1])).toContain('power-cycle');
+    const refs = commands.filter((c) => c.kind === 'site.bootEntry').map((c) => c.payload.tokenRef as string);
+    expect(refs).toHaveLength(2);
+    // Waiting for the ramdisk: the site agent may still need the tokens.
+    expect(await secretsLeft(refs)).toBe(2);
+    // One of them is gone already (as after a run that deleted it and crashed before settling): deleting it again is
+    // harmless.
+    await security.secrets(scratch.db).delete?.(refs[0] as string);
+    await machine.connect();
+    await settle(compute, { clock, agents: [site, machine] });
+    expect((await getWorkflow(scratch.db, { workflowId: id })).state).toBe('succeeded');
+    expect(await secretsLeft(refs)).toBe(0);
+    // The tokens themselves were never stored in clear, and their references are all a payload carries.
+    expect(JSON.stringify(await commandsOf(id))).not.toMatch(/tok_[0-9a-z]+\./);
+  });
+});
+
+describe('deploy.deploy', () => {
+  const releaseKey = generateSigningKeyPair('ed25519');
+  const signers: Record<string, string> = {};
+  let version = 0;
+
+  /** Registers `test/os@<version>` (default a fresh one) in `tenantId`, signed by that tenant's allowlisted signer. */
+  async function catalogImage(tenantId = 'root', at = `${++version}.0`) {
+    const digest = `sha256:${createHash('sha256').update(`${tenantId}:${at}`).digest('hex')}`;
+    const url = `https://images.${tenantId}.example/test/os-${at}.img`;
+    await scratch.db.transaction((tx) =>
+      registerImage(
+        tx,
+        {
+          tenantId,
+          name: 'test/os',
+          version: at,
+          digest,
+          signature: signToBase64Url(releaseKey.privateKeyPem, imageSigningBytes(digest)),
+          url,
+        },
+        imageVerifier,
+        { clock },
+      ),
+    );
+    return { ref: `test/os@${at}`, digest, url };
+  }
+
+  beforeAll(async () => {
+    await scratch.db.query(
+      "INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', $1) ON CONFLICT (id) DO NOTHING",
+      [clock.now()],
+    );
+    for (const tenantId of ['root', 'acme']) {
+      signers[tenantId] = (
+        await scratch.db.transaction((tx) =>
+          addImageSigner(tx, { tenantId, name: 'release', publicKey: releaseKey.publicKeyPem }, { clock }),
+        )
+      ).id;
+    }
+  });
+
+  beforeEach(async () => {
+    logged.length = 0;
+    await machine.connect();
+  });
+
+  it("resolves a catalog image in the machine owner's tenant, verified, and sends it with the rendered user data by reference", async () => {
+    // Root and acme each have their own test/os@<v>; metal's record says acme owns the machine.
+    const at = `${++version}.0`;
+    await catalogImage('root', at);
+    const image = await catalogImage('acme', at);
+    await scratch.db.query("UPDATE metal_machines SET tenant_id = 'acme' WHERE node_id = $1", [machineId]);
+    const wf = await run(
+      [{ use: 'userdata.render' }, { use: 'deploy.deploy', on: 'ramdisk', with: { image: image.ref } }],
+      {
+        userData: { kind: 'cloud-init', template: 'test.cloud' },
+      },
+    );
+    expect(wf.state).toBe('succeeded');
+    const rendered = wf.steps[0]?.result as { userDataRef: string; kind: string };
+    expect(await commandsOf(wf.id)).toEqual([
+      {
+        node_id: machineId,
+        kind: 'deploy.image',
+        key: `wf:${wf.id}:main.2#0:image`,
+        target_node_id: null,
+        state: 'succeeded',
+        payload: {
+          image: { url: image.url, digest: image.digest },
+          userDataRef: rendered.userDataRef,
+          userDataKind: 'cloud-init',
+        },
+      },
+    ]);
+    expect(wf.steps[1]?.result).toMatchObject({
+      image: { ref: image.ref, digest: image.digest },
+      userData: 'userdata.render',
+    });
+  });
+
+  it('refuses an image whose signer was revoked since it was registered (verified again), sending nothing', async () => {
+    const image = await catalogImage('root');
+    await scratch.db.transaction((tx) => revokeImageSigner(tx, signers.root as string, { clock }));
+    try {
+      const wf = await run([{ use: 'deploy.deploy', on: 'ramdisk', with: { image: image.ref } }]);
+      expect(wf.state).toBe('failed');
+      expect(wf.steps[0]?.error?.code).toBe('PERMISSION_DENIED');
+      expect(await commandsOf(wf.id)).toEqual([]);
+    } finally {
+      await scratch.db.query('UPDATE pki_image_signers SET revoked_at = NULL WHERE id = $1', [signers.root]);
+    }
+  });
+
+  it("the deploy request's image and user data win over the profile's, by reference only", async () => {
+    const profileImage = await catalogImage('root');
+    const stepImage = await catalogImage('root');
+    const requested = await catalogImage('root');
+    const document = '#cloud-config\npassword: hunter2\n';
+    const userDataRef = await security.secrets(scratch.db).put('root', document);
+    await scratch.db.query('UPDATE metal_machines SET deploy_request = $2::jsonb WHERE node_id = $1', [
+      machineId,
+      JSON.stringify({ profileId: 'whatever', image: requested.ref, userDataRef }),
+    ]);
+    profileCount += 1;
+    const profile = {
+      id: `test.p${profileCount}`,
+      version: 1,
+      target: 'metal',
+      image: profileImage.ref,
+      userData: { kind: 'cloud-init', template: 'test.cloud' },
+      steps: [{ use: 'userdata.render' }, { use: 'deploy.deploy', on: 'ramdisk', with: { image: stepImage.ref } }],
+    };
+    // Metal's deploy starts the workflow with owner 'metal'.
+    const id = await scratch.db.transaction(async (tx) => {
+      await storeProfile(tx, { tenantId: 'root', profile }, clock.now());
+      return (
+        await compute.context.workflows!.start(tx, {
+          tenantId: 'root',
+          profileId: profile.id,
+          profileVersion: 1,
+          nodeId: machineId,
+          owner: 'metal',
+        })
+      ).id;
+    });
+    await settle(compute, { clock, agents: [site, machine] });
+    const wf = await getWorkflow(scratch.db, { workflowId: id });
+    expect(wf.state).toBe('succeeded');
+    const [command] = await commandsOf(id);
+    expect(command?.payload).toEqual({
+      image: { url: requested.url, digest: requested.digest },
+      userDataRef,
+      userDataKind: 'cloud-init',
+    });
+    expect(wf.steps[1]?.result).toMatchObject({ image: { ref: requested.ref }, userData: 'deploy' });
+    // Neither the document nor its reference is in a step's result, an event or a log line.
+    const { rows } = await scratch.db.query<{ t: string }>(
+      `SELECT concat_ws(' ', (SELECT string_agg(s.result::text, ' ') FROM workflow_steps s WHERE s.workflow_id = $1),
+         (SELECT string_agg(e::text, ' ') FROM events e)) AS t`,
+      [id],
+    );
+    for (const text of [rows[0]?.t ?? '', logged.join('\n')]) {
+      expect(text).not.toContain('hunter2');
+      expect(text).not.toContain(userDataRef);
+    }
+  });
+
+  it('a workflow metal did not start ignores the deploy request (the profile image, the rendered user data)', async () => {
+    const profileImage = await catalogImage('root');
+    const requested = await catalogImage('root');
+    const userDataRef = await security.secrets(scratch.db).put('root', '#cloud-config\n');
+    await scratch.db.query('UPDATE metal_machines SET deploy_request = $2::jsonb WHERE node_id = $1', [
+      machineId,
+      JSON.stringify({ profileId: 'whatever', image: requested.ref, userDataRef }),
+    ]);
+    const wf = await run([{ use: 'userdata.render' }, { use: 'deploy.deploy', on: 'ramdisk' }], {
+      image: profileImage.ref,
+      userData: { kind: 'cloud-init', template: 'test.cloud' },
+    });
+    expect(wf.state).toBe('succeeded');
+    const [command] = await commandsOf(wf.id);
+    expect(command?.payload).toMatchObject({
+      image: { digest: profileImage.digest },
+      userDataRef: (wf.steps[0]?.result as { userDataRef?: string } | undefined)?.userDataRef,
+    });
+    expect(command?.payload.userDataRef).not.toBe(userDataRef);
+  });
+
+  it('with no image anywhere it fails INVALID_CONFIG before sending', async () => {
+    const wf = await run([{ use: 'deploy.deploy', on: 'ramdisk' }]);
+    expect(wf.steps[0]?.error?.code).toBe('INVALID_CONFIG');
+    expect(await commandsOf(wf.id)).toEqual([]);
+  });
+});
+
+describe('the agent steps that await a rejoin', () => {
+  it('node.reboot succeeds when the machine comes back with a new boot id', async () => {
+    const before = await machine.connect();
+    machine.respond('node.reboot', () => {
+      void machine.rejoin({ role: 'node' });
+      return { outcome: 'succeed' };
+    });
+    const wf = await run([{ use: 'node.reboot', on: 'node' }]);
+    expect(wf.state).toBe('succeeded');
+    expect(await commandsOf(wf.id)).toEqual([
+      expect.objectContaining({ node_id: machineId, kind: 'node.reboot', key: `wf:${wf.id}:main.1` }),
+    ]);
+    expect(wf.steps[0]?.result).toEqual({ bootId: machine.bootId, role: 'node' });
+    expect(machine.bootId).not.toBe(before.bootId);
+  });
+
+  it('node.reboot fails REJOIN_TIMEOUT when the machine does not come back', async () => {
+    await machine.connect();
+    const wf = await run([{ use: 'node.reboot', on: 'node', timeout: '5m' }]);
+    expect(wf.state).toBe('failed');
+    expect(wf.steps[0]?.error?.code).toBe('REJOIN_TIMEOUT');
+  });
+
+  const kexec = metalDeployImage.steps?.find((step) => step.use === 'boot.kexec') as ProfileStep;
+
+  it('boot.kexec as metal.deploy-image writes it: the installed OS rejoins, and the power reset is not sent', async () => {
+    await machine.connect();
+    machine.respond('boot.kexec', () => {
+      void machine.rejoin({ role: 'node' });
+      return { outcome: 'succeed' };
+    });
+    const wf = await run([kexec]);
+    expect(wf.state).toBe('succeeded');
+    expect((await commandsOf(wf.id)).map((c) => c.kind)).toEqual(['boot.kexec']);
+  });
+
+  it("boot.kexec as metal.deploy-image writes it: no rejoin in 15 minutes is REJOIN_TIMEOUT, and the profile's BMC power reset is sent", async () => {
+    await machine.connect();
+    const wf = await run([kexec]);
+    expect(wf.state).toBe('failed');
+    expect(wf.steps.map((s) => [s.stepId, s.state, s.error?.code ?? null])).toEqual([
+      ['main.1', 'failed', 'REJOIN_TIMEOUT'],
+      ['main.1.on-failure', 'succeeded', null],
+    ]);
+    const commands = await commandsOf(wf.id);
+    expect(commands.map((c) => [c.node_id, c.kind, c.payload.operation ?? null, c.payload.input ?? null])).toEqual([
+      [machineId, 'boot.kexec', null, null],
+      [site.nodeId, 'driver.invoke', 'power.setPower', { action: 'reset' }],
+    ]);
+  });
+});
+
+describe('health.resetGpus', () => {
+  beforeEach(async () => {
+    await scratch.db.query(`UPDATE nodes SET facts = jsonb_build_object('inventory', $2::jsonb) WHERE id = $1`, [
+      machineId,
+      JSON.stringify(INVENTORY),
+    ]);
+    await machine.connect();
+  });
+
+  it.each<[string, Record<string, Json>, Record<string, Json>]>([
+    ['the listed GPUs of its inventory', { gpus: ['GPU-1', 'GPU-6'] }, { gpus: ['GPU-1', 'GPU-6'] }],
+    ['all of them', {}, {}],
+  ])('resets %s from the daemon, one keyed command', async (_name, input, payload) => {
+    machine.respond('health.resetGpus', { outcome: 'succeed', result: { reset: 2 } });
+    const wf = await run([{ use: 'health.resetGpus', on: 'node', with: input }]);
+    expect(wf.state).toBe('succeeded');
+    const commands = await commandsOf(wf.id);
+    expect(commands).toEqual([
+      {
+        node_id: machineId,
+        kind: 'health.resetGpus',
+        key: `wf:${wf.id}:main.1#0:reset`,
+        target_node_id: null,
+        state: 'succeeded',
+        payload,
+      },
+    ]);
+    expect(wf.steps[0]?.result).toEqual({ commandId: expect.any(String), result: { reset: 2 } });
+  });
+});
+
+describe('metal.talosReady', () => {
+  it("polls the Talos API at the machine's first known address through the site agent until it answers", async () => {
+    let calls = 0;
+    site.respond('site.httpProxy', () => {
+      calls += 1;
+      return calls === 1
+        ? { outcome: 'fail', reason: 'connection refused' }
+        : { outcome: 'succeed', result: { status: 200, headers: {}, body: '{"version":"v1.9.2"}' } };
+    });
+    const wf = await run([{ use: 'metal.talosReady', on: 'site', timeout: '20m' }]);
+    expect(wf.state).toBe('succeeded');
+    expect(wf.steps[0]?.result).toEqual({ status: 200, address: '10.0.0.7' });
+    const commands = await commandsOf(wf.id);
+    expect(commands.map((c) => [c.node_id, c.target_node_id, c.key.split('#0:')[1], c.payload.url])).toEqual([
+      [site.nodeId, machineId, 'http#0', 'https://10.0.0.7:50000/machine/version'],
+      [site.nodeId, machineId, 'http#1', 'https://10.0.0.7:50000/machine/version'],
+    ]);
+  });
+
+  it('brackets an IPv6 address and takes the port from the step', async () => {
+    await scratch.db.query("UPDATE metal_machines SET addresses = '{fd00::7}' WHERE node_id = $1", [machineId]);
+    site.respond('site.httpProxy', { outcome: 'succeed', result: { status: 200, body: 'ok' } });
+    const wf = await run([{ use: 'metal.talosReady', on: 'site', with: { port: 50001 } }]);
+    expect(wf.state).toBe('succeeded');
+    const [command] = await commandsOf(wf.id);
+    expect(command?.payload.url).toBe('https://[fd00::7]:50001/machine/version');
+  });
+
+  it('fails INVALID_STATE, sending nothing, when the control plane knows no address of the machine', async () => {
+    await scratch.db.query("UPDATE metal_machines SET addresses = '{}' WHERE node_id = $1", [machineId]);
+    const wf = await run([{ use: 'metal.talosReady', on: 'site' }]);
+    expect(wf.steps[0]?.error).toMatchObject({ code: 'INVALID_STATE', reason: 'no-address' });
+    expect(await commandsOf(wf.id)).toEqual([]);
   });
 });

@@ -139,10 +139,10 @@ async function conflictOnTaken(tx: SqlExecutor, input: NewMachineInput, macs: st
       details: { path: ['macs', macs.indexOf(first.mac)] },
     });
   }
-  const bmc = await tx.query('SELECT 1 FROM metal_machines WHERE site_id = $1 AND bmc_address = $2', [
-    input.siteId,
-    address,
-  ]);
+  const bmc = await tx.query(
+    'SELECT 1 FROM metal_machines WHERE site_id = $1 AND bmc_address = $2 AND retired_at IS NULL',
+    [input.siteId, address],
+  );
   if (bmc.rowCount > 0) {
     throw new ComputeError('CONFLICT', `BMC ${address} belongs to another machine of site ${input.siteId}`, {
       details: { path: ['bmc', 'address'] },
@@ -440,8 +440,8 @@ export function metalApi(profiles: PhaseProfiles) {
     resource: onNode,
     description:
       'Deploys an available machine with a profile (the latest version the tenant sees, or profileVersion), an image ' +
-      'for a profile that names none, and user data (stored through ctx.secrets, never kept in a table): deploying, ' +
-      'then deployed.',
+      "(it wins over the profile's) and user data (stored through ctx.secrets, never kept in a table; it wins over " +
+      "the profile's rendered user data): deploying, then deployed.",
     handler: async (input, ctx) => {
       checkStorable(input.profileId, ['profileId']);
       if (input.image !== undefined) checkStorable(input.image, ['image']);

@@ -114,8 +114,10 @@ export async function applyMove(
     ],
   );
   if (move.to === 'retired') {
-    // A retired machine's MACs may be enrolled again (the same hardware, or a NIC moved to another machine).
+    // A retired machine's MACs and BMC address may be enrolled again (the same hardware, or a NIC moved to another
+    // machine): its MACs go, and retired_at takes it out of the site's unique BMC addresses.
     await tx.query('DELETE FROM metal_macs WHERE node_id = $1', [machine.nodeId]);
+    await tx.query('UPDATE metal_machines SET retired_at = $2 WHERE node_id = $1', [machine.nodeId, now]);
   }
   await ctx.events.publish(tx, {
     tenantId: machine.tenantId,

@@ -21,9 +21,9 @@ export interface MachineError {
 }
 
 /**
- * What a deploy asked for, kept on the machine until it is released: the profile (and version), an image for a
- * profile that names none (`deploy.deploy` reads it), and user data stored through `ctx.secrets` (only its reference
- * is kept).
+ * What a deploy asked for, kept on the machine until it is released: the profile (and version), an image
+ * (`deploy.deploy` deploys it over the profile's), and user data stored through `ctx.secrets` (only its reference is
+ * kept; `deploy.deploy` sends it over the profile's rendered user data).
  *
  * @example
  * ```ts

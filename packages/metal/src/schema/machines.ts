@@ -34,13 +34,17 @@ export const metalMachines = pgTable(
     bmcCredentialRef: jsonb('bmc_credential_ref'),
     // The addresses the control plane knows for the machine (inventory, leases): the only ones httpViaSite may reach.
     addresses: text('addresses').array().notNull().default(sql`'{}'::text[]`),
+    // When the machine was retired (null until then): a retired machine frees its BMC address and MACs, so the same
+    // hardware may be enrolled again as a new machine; its row stays as the record of what it was.
+    retiredAt: tstz('retired_at'),
     createdAt: tstz('created_at').notNull(),
     updatedAt: tstz('updated_at').notNull(),
   },
   (t) => [
     index('metal_machines_tenant_idx').on(t.tenantId, t.createdAt),
     index('metal_machines_site_idx').on(t.siteId),
-    uniqueIndex('metal_machines_bmc_uq').on(t.siteId, t.bmcAddress),
+    // A BMC address belongs to one machine of its site that is not retired.
+    uniqueIndex('metal_machines_bmc_uq').on(t.siteId, t.bmcAddress).where(sql`retired_at IS NULL`),
   ],
 );
 

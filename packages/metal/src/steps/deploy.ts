@@ -16,40 +16,91 @@ export interface DeployStepOptions {
   imageVerifier?: ImageVerifier;
 }
 
-interface DeployRequestRow {
-  image: unknown;
-  deploy_request: { image?: unknown } | null;
+interface DeployInputsRow {
+  profile_image: unknown;
+  user_data_kind: unknown;
+  deploy_request: { image?: unknown; userDataRef?: unknown } | null;
 }
 
-/** The image reference to deploy: the step's `image`, else the pinned profile's, else the one the deploy asked for. */
-async function imageRef(ctx: StepContext, given: string | undefined, nodeId: string): Promise<string> {
-  if (given !== undefined) return given;
-  const { rows } = await ctx.sql.query<DeployRequestRow>(
-    `SELECT (SELECT w.document->>'image' FROM workflows w WHERE w.id = $2) AS image, m.deploy_request
-     FROM metal_machines m WHERE m.node_id = $1`,
+/** What the workflow's deploy asked for, and what its pinned profile says. */
+interface DeployInputs {
+  /** The deploy request's image (`metal.deploy { image }`), only in a workflow metal owns. */
+  requestImage: string | undefined;
+  /** The deploy request's own user data (`metal.deploy { userData }`, stored through ctx.secrets), likewise. */
+  requestUserDataRef: string | undefined;
+  profileImage: string | undefined;
+  /** The pinned profile's `userData.kind`, sent with the deploy's own user data. */
+  userDataKind: string | undefined;
+}
+
+const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
+/**
+ * Reads the workflow's pinned profile (its `image`, its `userData.kind`) and, when metal started the workflow
+ * (`owner: 'metal'`: a deploy, or its recover), the machine's deploy request, in one statement. A workflow someone else
+ * started on the machine never picks up a deploy request's image or user data.
+ */
+async function deployInputs(ctx: StepContext, nodeId: string): Promise<DeployInputs> {
+  const { rows } = await ctx.sql.query<DeployInputsRow>(
+    `SELECT w.document->>'image' AS profile_image, w.document->'userData'->>'kind' AS user_data_kind,
+            CASE WHEN w.owner = 'metal' THEN m.deploy_request END AS deploy_request
+     FROM workflows w LEFT JOIN metal_machines m ON m.node_id = $1
+     WHERE w.id = $2`,
     [nodeId, ctx.workflowId],
   );
   const row = rows[0];
-  const ref = row?.image ?? row?.deploy_request?.image;
-  if (typeof ref !== 'string') {
+  const request = row?.deploy_request && typeof row.deploy_request === 'object' ? row.deploy_request : undefined;
+  return {
+    requestImage: text(request?.image),
+    requestUserDataRef: text(request?.userDataRef),
+    profileImage: text(row?.profile_image),
+    userDataKind: text(row?.user_data_kind),
+  };
+}
+
+/** The image reference to deploy: the deploy request's, else the step's `image`, else the pinned profile's. */
+function imageRef(inputs: DeployInputs, given: string | undefined): string {
+  const ref = inputs.requestImage ?? given ?? inputs.profileImage;
+  if (ref === undefined) {
     throw new ComputeError(
       'INVALID_CONFIG',
-      'deploy.deploy: no image to deploy (the step, the profile and the deploy name none)',
-      {
-        details: { path: ['with', 'image'] },
-      },
+      'deploy.deploy: no image to deploy (the deploy, the step and the profile name none)',
+      { details: { path: ['with', 'image'] } },
     );
   }
   return ref;
 }
 
 /**
- * Makes the `deploy.deploy` step: resolves the image (`with.image`, else the pinned profile's `image`, else the one
- * the deploy request named) with `resolveImageRef` in the machine owner's tenant, checking its signature again with
- * `imageVerifier` (default pki's, which needs `ctx.pki`: INVALID_CONFIG without it), finds the user data `userdata.render` stored earlier in the workflow (`renderedUserData`; none is
- * fine), and sends one `deploy.image { image: { url, digest }, userDataRef?, userDataKind? }` to the machine's ramdisk
- * (key `:image`), which writes the image to the root disk and the user data beside it. Only the user data's reference
- * travels. An image without a URL is INVALID_STATE. Returns `{ commandId, result, image: { ref, digest } }`.
+ * The user data `deploy.image` carries, by reference only: the deploy request's own (`metal.deploy { userData }`),
+ * else the document `userdata.render` stored earlier in the workflow, else none.
+ */
+async function userDataOf(
+  ctx: StepContext,
+  inputs: DeployInputs,
+): Promise<{ ref: string; kind?: string; from: 'deploy' | 'userdata.render' } | undefined> {
+  if (inputs.requestUserDataRef !== undefined) {
+    return {
+      ref: inputs.requestUserDataRef,
+      ...(inputs.userDataKind === undefined ? {} : { kind: inputs.userDataKind }),
+      from: 'deploy',
+    };
+  }
+  const rendered = await renderedUserData(ctx.sql, ctx.workflowId);
+  return rendered ? { ref: rendered.userDataRef, kind: rendered.kind, from: 'userdata.render' } : undefined;
+}
+
+/**
+ * Makes the `deploy.deploy` step: resolves the image (the deploy request's `image` when metal's deploy named one, else
+ * `with.image`, else the pinned profile's `image`: an operator gets what they asked for) with `resolveImageRef` in the
+ * machine owner's tenant, checking its signature again with `imageVerifier` (default pki's, which needs `ctx.pki`:
+ * INVALID_CONFIG without it), and sends one `deploy.image { image: { url, digest }, userDataRef?, userDataKind? }` to
+ * the machine's ramdisk (key `:image`), which writes the image to the root disk and the user data beside it. The user
+ * data is the deploy request's own (`metal.deploy { userData }`, with the profile's `userData.kind`), else the document
+ * `userdata.render` stored earlier in the workflow (`renderedUserData`), else none; only its reference travels, and
+ * neither the document nor its reference is in the step's result. A deploy request counts only in a workflow metal
+ * started (`owner: 'metal'`). An image without a URL is INVALID_STATE. Returns
+ * `{ commandId, result, image: { ref, digest }, userData: 'deploy' | 'userdata.render' | null }`.
  *
  * @example
  * ```ts
@@ -68,12 +119,14 @@ export function deployStep(options: DeployStepOptions = {}) {
       image: field
         .string({ minLength: 3, maxLength: 256, pattern: IMAGE_REF_PATTERN.source })
         .optional()
-        .describe('name@version in the catalog; default the profile image or the deploy request.'),
+        .describe("name@version in the catalog; the deploy request's image wins, the profile's is the default."),
     }),
-    description: "Writes the catalog image and the rendered user data to the machine's disk from the ramdisk.",
+    description:
+      "Writes the catalog image and the deploy's or the rendered user data to the machine's disk from the ramdisk.",
     async run(input, ctx) {
       const machine = await machineForStep(ctx, 'deploy.deploy');
-      const ref = await imageRef(ctx, input.image, machine.nodeId);
+      const inputs = await deployInputs(ctx, machine.nodeId);
+      const ref = imageRef(inputs, input.image);
       // Without a verifier of its own it checks with pki's, and only where pki is installed (its port wired).
       const verifier = options.imageVerifier ?? (ctx.pki ? pkiImageVerifier : undefined);
       if (!verifier) {
@@ -87,17 +140,22 @@ export function deployStep(options: DeployStepOptions = {}) {
           details: { path: ['with', 'image'], reason: 'image-without-url' },
         });
       }
-      const userData = await renderedUserData(ctx.sql, ctx.workflowId);
+      const userData = await userDataOf(ctx, inputs);
       const sent = await awaitCommand(ctx, {
         nodeId: machine.nodeId,
         kind: 'deploy.image',
         key: 'image',
         payload: {
           image: { url: image.url, digest: image.digest },
-          ...(userData ? { userDataRef: userData.userDataRef, userDataKind: userData.kind } : {}),
+          ...(userData ? { userDataRef: userData.ref } : {}),
+          ...(userData?.kind === undefined ? {} : { userDataKind: userData.kind }),
         },
       });
-      return { ...relayed(sent, 'deploy.deploy'), image: { ref: image.ref, digest: image.digest } };
+      return {
+        ...relayed(sent, 'deploy.deploy'),
+        image: { ref: image.ref, digest: image.digest },
+        userData: userData?.from ?? null,
+      };
     },
   });
 }

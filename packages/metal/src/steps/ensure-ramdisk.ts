@@ -38,9 +38,34 @@ async function workflowStartedAt(ctx: StepContext): Promise<Date> {
 }
 
 /**
+ * Deletes the secrets holding the boot entries' join tokens once the ramdisk has joined: every `site.bootEntry` this
+ * step sent to a site agent of the machine's site, in any attempt so far, found by key (indexed lookups, however many
+ * commands the agents have). Deleting twice is harmless (a re-run after a crash deletes nothing more); without
+ * `ctx.secrets.delete` the secrets stay. Only references are read, never the tokens.
+ */
+async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, macs: string[]): Promise<void> {
+  const remove = ctx.secrets?.delete?.bind(ctx.secrets);
+  if (!remove) return;
+  const keys: string[] = [];
+  for (let attempt = 0; attempt <= ctx.attempt; attempt += 1) {
+    for (const mac of macs) keys.push(stepCommandKey({ ...ctx, attempt }, `boot-entry:${mac}`));
+  }
+  const { rows } = await ctx.sql.query<{ ref: string | null }>(
+    `SELECT DISTINCT c.payload->>'tokenRef' AS ref FROM commands c
+     WHERE c.key = ANY($2::text[]) AND c.kind = 'site.bootEntry'
+       AND c.node_id IN (SELECT n.id FROM nodes n WHERE n.site_id = $1 AND n.kind = 'site-agent')`,
+    [machine.siteId, keys],
+  );
+  for (const { ref } of rows) {
+    if (typeof ref === 'string' && ref.length > 0) await remove(ref);
+  }
+}
+
+/**
  * One boot entry, find before create: an entry already sent under its key is only waited for; a missing one gets a
  * fresh single-use `node` join token bound to the machine and expecting that MAC, stored with `ctx.secrets` so only
- * its reference travels. A crash between minting and sending leaves an unused token to expire and its secret behind.
+ * its reference travels. A crash between minting and sending leaves an unused token to expire and its secret behind
+ * (the secrets of the entries sent are deleted once the ramdisk joined).
  */
 async function bootEntry(ctx: StepContext, machine: MetalMachine, agentNodeId: string, mac: string, ttl: number) {
   const key = `boot-entry:${mac}`;
@@ -81,9 +106,9 @@ async function bootEntry(ctx: StepContext, machine: MetalMachine, agentNodeId: s
  * (`site.bootEntry { mac, mode: 'ramdisk', tokenRef }` to the same site agent, key `:boot-entry:<mac>`, each with a
  * fresh single-use `node` join token bound to the machine and expecting that MAC), and a power cycle (`driver.invoke`
  * `power.setPower { action: 'cycle' }`, key `:power-cycle`). Then it waits (`stepNotReady`) until the machine's
- * agent is connected in role `ramdisk`, having connected after the workflow started, and returns
- * `{ bootId, connectedAt, macs }`. Needs `ctx.pki` and `ctx.secrets` (INVALID_CONFIG without them) and at least one
- * MAC (INVALID_STATE).
+ * agent is connected in role `ramdisk`, having connected after the workflow started, deletes the secrets that held the
+ * boot entries' tokens (`ctx.secrets.delete`, when the broker has it), and returns `{ bootId, connectedAt, macs }`.
+ * Needs `ctx.pki` and `ctx.secrets` (INVALID_CONFIG without them) and at least one MAC (INVALID_STATE).
  *
  * @example
  * ```ts
@@ -141,6 +166,8 @@ export const ensureRamdisk = defineStep({
     if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
       throw stepNotReady(5_000);
     }
+    // The ramdisk joined: its single-use token is spent, and no boot entry needs the others any more.
+    await deleteBootEntrySecrets(ctx, machine, macs);
     return { bootId: session.bootId, connectedAt: new Date(session.connectedAt).toISOString(), macs: macs.length };
   },
 });

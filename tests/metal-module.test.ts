@@ -173,7 +173,7 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     expect(bareMetal.dependsOn).toEqual(['provision']);
     expect(bareMetal.commandKinds.map((kind) => kind.name)).toContain('driver.invoke');
     expect(Object.keys(bareMetal.reconcilers)).toEqual(['metal']);
-    expect(Object.keys(bareMetal.api)).toEqual(['metal', 'sites']);
+    expect(Object.keys(bareMetal.api)).toEqual(['metal', 'sites', 'batches']);
     // Every method's input has a JSON Schema for the OpenAPI document, with its documented fields.
     for (const [group, name, method] of listApiMethods(bareMetal.api)) {
       const schema = inputJsonSchema(method.input) as { properties?: Record<string, unknown> };

@@ -8,6 +8,7 @@ export {
   METAL_DEFAULT_LIMIT,
   METAL_MAX_LIMIT,
 } from './api/cursor';
+export { type BatchesApi, type BatchView, batchesApi } from './api/batches-api';
 export { checkBmcAddress, checkMacs } from './api/inputs';
 export { COMPUTE_SITE, type MetalApi, metalApi, resolveSiteResource } from './api/metal-api';
 export { SITE_TOKEN_TTL, type SiteJoinToken, type SitesApi, type SiteView, sitesApi } from './api/sites-api';
@@ -30,6 +31,14 @@ export {
   readMachine,
   snapshotOf,
 } from './machines/machine-rows';
+export {
+  awaitingOf,
+  BATCH_TTL_MS,
+  batchFor,
+  HELD_WORKFLOW_SQL,
+  type MachineAwaiting,
+  readHeldWorkflow,
+} from './machines/quorum';
 export { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
 export { type MetalModule, type MetalOptions, metal } from './metal-module';
 export { metalMigrationsFolder } from './migrations-folder';

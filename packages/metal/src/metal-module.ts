@@ -1,4 +1,5 @@
 import { ComputeError, type ComputeModule } from '@better-compute/core';
+import { batchesApi } from './api/batches-api';
 import { metalApi } from './api/metal-api';
 import { sitesApi } from './api/sites-api';
 import { METAL_COMMAND_KINDS } from './commands/kinds';
@@ -49,7 +50,8 @@ function phaseProfiles(overrides: MetalOptions['profiles'] = {}): PhaseProfiles 
 /**
  * The metal module: its tables, the command kinds its steps send, its steps and shipped profiles (the provision
  * engine borrows both when metal is listed in `provisionModule({ modules })`), the `metal` reconciler that moves a
- * machine on when its phase's workflow ends, the `metal` and `sites` API groups, and its findings (`metal-failed`,
+ * machine on when its phase's workflow ends (and when its workflow's destructive batch is approved or rejected), the
+ * `metal`, `sites` and `batches` API groups, and its findings (`metal-failed`,
  * `metal-stalled`). List it both in `betterCompute({ modules })` and in
  * `provisionModule({ modules })`:
  *
@@ -69,7 +71,7 @@ export function metal(options: MetalOptions = {}) {
     extensions: metalExtensions,
     profiles: metalProfiles,
     reconcilers: { [METAL_WORK_KIND]: metalReconciler(profiles) },
-    api: { metal: metalApi(profiles), sites: sitesApi() },
+    api: { metal: metalApi(profiles), sites: sitesApi(), batches: batchesApi() },
     findings: metalFindings,
     /** The profile each phase runs, after `options.profiles`. */
     phaseProfiles: profiles,

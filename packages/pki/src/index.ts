@@ -50,13 +50,18 @@ export {
   type Batch,
   type BatchApproval,
   type BatchScope,
+  type BatchState,
   batchSigningBytes,
+  batchStatus,
   countValidApprovals,
   createBatch,
   getBatch,
+  listBatches,
+  rejectBatch,
 } from './quorum/batches';
 export { quorumCommandPolicy } from './quorum/command-policy';
 export { type ApproverConfig, parseQuorumConfig, type Quorum, type QuorumConfig } from './quorum/quorum-config';
+export { quorumBatchView, quorumPort } from './quorum/quorum-port';
 export {
   type AttestedResult,
   type VerifyAttestedResultInput,

@@ -5,6 +5,7 @@ import type {
   JoinRole,
   Logger,
   PkiPort,
+  QuorumPort,
   SecretBroker,
   SqlExecutor,
 } from '@better-compute/core';
@@ -35,9 +36,11 @@ import {
   type BatchScope,
   batchSigningBytes,
   createBatch,
+  rejectBatch,
 } from './quorum/batches';
 import { quorumCommandPolicy } from './quorum/command-policy';
 import { parseQuorumConfig, type QuorumConfig } from './quorum/quorum-config';
+import { quorumPort } from './quorum/quorum-port';
 import { type VerifyAttestedResultInput, verifyAttestedResult } from './results/verify-attested-result';
 import { createSecretBroker, fetchSecretForAgent } from './secrets/secret-broker';
 import type { Attestor } from './tokens/attestors';
@@ -69,6 +72,11 @@ export interface Pki {
   secrets(sql: SqlExecutor, clock?: Clock): Required<SecretBroker>;
   /** The attested-result verifier port (`betterCompute({ attestation })`): {@link verifyAttestedResult} under its clock. */
   attestation(clock?: Clock): AttestationPort;
+  /**
+   * The destructive-batch quorum port (`betterCompute({ quorum })`): batches created, read, approved and rejected under
+   * this configuration and clock. `enabled()` is false without approvers.
+   */
+  quorum(clock?: Clock): QuorumPort;
   issueJoinToken(tx: SqlExecutor, input: JoinTokenInput): Promise<{ id: string; token: string }>;
   revokeJoinToken(tx: SqlExecutor, id: string): Promise<void>;
   joinAgent(tx: SqlExecutor, input: JoinAgentInput): Promise<JoinAgentResult>;
@@ -91,6 +99,7 @@ export interface Pki {
     batchId: string,
     approval: BatchApproval,
   ): Promise<{ approvals: number; approved: boolean }>;
+  rejectBatch(tx: SqlExecutor, batchId: string, rejection: { by: string; reason: string }): Promise<Batch>;
   batchSigningBytes: typeof batchSigningBytes;
 }
 
@@ -110,6 +119,7 @@ export interface Pki {
  *   pki: security.port(),
  *   secrets: security.secrets(database),
  *   attestation: security.attestation(),
+ *   quorum: security.quorum(),
  * });
  * ```
  */
@@ -151,6 +161,7 @@ export function pki(options: PkiOptions): Pki {
     attestation: (attestationClock) => ({
       verify: (sql, input) => verifyAttestedResult(sql, input, { clock: attestationClock ?? clock }),
     }),
+    quorum: (quorumClock) => quorumPort(quorum, quorumClock ?? clock),
     issueJoinToken: (tx, input) => issueJoinToken(tx, input, deps()),
     revokeJoinToken: (tx, id) => revokeJoinToken(tx, id, deps()),
     joinAgent: (tx, input) => joinAgent(tx, input, deps()),
@@ -166,6 +177,7 @@ export function pki(options: PkiOptions): Pki {
     revokeImageSigner: (tx, id) => revokeImageSigner(tx, id, deps()),
     createBatch: (tx, scope) => createBatch(tx, scope, deps()),
     approveBatch: (tx, batchId, approval) => approveBatch(tx, batchId, approval, { quorum, clock }),
+    rejectBatch: (tx, batchId, rejection) => rejectBatch(tx, batchId, rejection, { clock }),
     batchSigningBytes,
   };
 }

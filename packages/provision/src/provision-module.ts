@@ -8,7 +8,7 @@ import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
 import { type Engine, startWorkflow } from './engine/start-workflow';
-import { abortWorkflow } from './engine/verbs';
+import { abortWorkflow, resumeWorkflow } from './engine/verbs';
 import { type ImageCatalog, imageCatalog } from './images/catalog';
 import { provisionMigrationsFolder } from './migrations-folder';
 import { buildShippedProfiles } from './profiles/profile-store';
@@ -71,6 +71,9 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
     abort: async (tx, input) => {
       const reason = input.reason === undefined ? {} : { reason: input.reason };
       await abortWorkflow({ ...ctx, sql: tx }, { workflowId: input.workflowId, ...reason });
+    },
+    resume: async (tx, input) => {
+      await resumeWorkflow({ ...ctx, sql: tx }, { workflowId: input.workflowId });
     },
   });
   return Object.freeze({

@@ -36,6 +36,7 @@ export const ERROR_REASONS = {
     'batch-required',
     'batch-unapproved',
     'batch-expired',
+    'batch-rejected',
     'profile-version-used',
     'cleanup',
     // A workflow verb refused in the workflow's state names that state.

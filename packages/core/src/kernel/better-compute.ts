@@ -9,6 +9,7 @@ import { applyMigrations, loadMigrations, readMigrationFolder } from '../migrati
 import { coreMigrationsFolder } from '../migrations-folder';
 import type { AttestationPort } from '../ports/attestation';
 import type { PkiPort } from '../ports/pki';
+import type { QuorumPort } from '../ports/quorum';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlDatabase, SqlExecutor } from '../sql/executor';
 import { createWorkQueue, runDueWork, startWorker } from '../work';
@@ -27,6 +28,8 @@ export interface BetterComputeOptions {
   secrets?: SecretBroker;
   /** Verifies node-signed command results (`ctx.attestation`); pki's `attestation()` provides it. */
   attestation?: AttestationPort;
+  /** The destructive-batch quorum (`ctx.quorum`); pki's `quorum()` provides it. */
+  quorum?: QuorumPort;
   workflows?: WorkflowsPort;
   clock?: Clock;
   logger?: Logger;
@@ -153,6 +156,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
     ...(options.pki ? { pki: options.pki } : {}),
     ...(options.secrets ? { secrets: options.secrets } : {}),
     ...(options.attestation ? { attestation: options.attestation } : {}),
+    ...(options.quorum ? { quorum: options.quorum } : {}),
   });
   const workflows = options.workflows ?? workflowsFromModules(registry.modules, baseContext(database));
   const makeContext = (sql: SqlExecutor): ModuleContext => ({

@@ -5,6 +5,7 @@ import type { EventBus } from '../events/types';
 import type { MigrationSource } from '../migrations';
 import type { AttestationPort } from '../ports/attestation';
 import type { PkiPort } from '../ports/pki';
+import type { QuorumPort } from '../ports/quorum';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlExecutor } from '../sql/executor';
 import type { ShardLease } from '../work/fenced-executor';
@@ -35,6 +36,13 @@ export interface StartWorkflowInput {
   owner?: string;
   /** The destructive-command batch the workflow's destructive commands carry. */
   batchId?: string;
+  /**
+   * Called in the start's transaction with the command kinds the workflow records (`workflows.command_kinds`), before
+   * the workflow is written and so before any step can run. A batch id it returns becomes the workflow's `batchId`, and
+   * the workflow starts held (`paused`): no step runs until {@link WorkflowsPort.resume}. Returning undefined starts it
+   * as usual. Not with `batchId`.
+   */
+  batchFor?: (commandKinds: readonly string[]) => Promise<string | undefined>;
 }
 
 /**
@@ -53,6 +61,11 @@ export interface WorkflowsPort {
    * nothing; a succeeded workflow is INVALID_STATE, an unknown one NOT_FOUND.
    */
   abort(tx: SqlExecutor, input: AbortWorkflowInput): Promise<void>;
+  /**
+   * Resumes a paused workflow in the caller's transaction, as the `workflows.resume` verb does (a workflow held since
+   * its start by `batchFor` starts then). Any other state is INVALID_STATE, an unknown workflow NOT_FOUND.
+   */
+  resume(tx: SqlExecutor, input: { workflowId: string }): Promise<void>;
 }
 
 /**
@@ -93,6 +106,8 @@ export interface ModuleContext {
   secrets?: SecretBroker;
   /** Verifies node-signed command results (pki provides it); optional like `pki` and `secrets`. */
   attestation?: AttestationPort;
+  /** The destructive-batch quorum (pki provides it); optional like `pki` and `secrets`. */
+  quorum?: QuorumPort;
   config: Readonly<Record<string, unknown>>;
   /** In a reconciler run by a worker: aborted when that worker starts to stop. Undefined elsewhere. */
   signal?: AbortSignal;

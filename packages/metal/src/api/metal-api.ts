@@ -44,6 +44,7 @@ import {
   ACTIVE_WORKFLOW_LATERAL,
   type MachineSummary,
   type MachineView,
+  machineAwaiting,
   machineView,
   toSummary,
   workflowOf,
@@ -215,7 +216,7 @@ async function createMachine(
         await tx.query('INSERT INTO metal_macs (mac, node_id) SELECT unnest($1::text[]), $2', [macs, node.id]);
         await applyMove(tx, ctx, profiles, { nodeId: node.id, tenantId: input.tenantId, deployRequest: null }, move);
         const machine = await readMachine(tx, node.id);
-        return machineView(tx, machine!);
+        return machineView(tx, machine!, ctx.quorum);
       });
     } catch (error) {
       // Another enroll took a MAC or the BMC between the check and the insert.
@@ -244,7 +245,7 @@ async function moveMachine(
     if (!machine) throw machineNotFound();
     const move = decideRequest(snapshotOf(machine), verb);
     await applyMove(tx, ctx, profiles, machine, move, extras);
-    return machineView(tx, (await readMachine(tx, input.nodeId))!);
+    return machineView(tx, (await readMachine(tx, input.nodeId))!, ctx.quorum);
   });
 }
 
@@ -324,11 +325,11 @@ export function metalApi(profiles: PhaseProfiles) {
     resource: onNode,
     description:
       'A machine: its state (and whether it is held), facts, labels, BMC (never its credential), MACs, active ' +
-      'workflow with its step in flight, and last error.',
+      'workflow with its step in flight, the batch it awaits (approvals of threshold), and last error.',
     handler: async (input, ctx): Promise<MachineView> => {
       const machine = await readMachine(ctx.sql, input.nodeId, { tenantId: input.tenantId });
       if (!machine) throw machineNotFound();
-      return machineView(ctx.sql, machine);
+      return machineView(ctx.sql, machine, ctx.quorum);
     },
   });
 
@@ -396,7 +397,12 @@ export function metalApi(profiles: PhaseProfiles) {
       const page = rows.slice(0, input.limit);
       const last = page[page.length - 1];
       return {
-        items: page.map((r) => toSummary(toMachineRecord(r), workflowOf(r))),
+        items: await Promise.all(
+          page.map(async (r) => {
+            const workflow = workflowOf(r);
+            return toSummary(toMachineRecord(r), workflow, await machineAwaiting(ctx.sql, ctx.quorum, workflow));
+          }),
+        ),
         nextCursor:
           rows.length > input.limit && last
             ? encodeMachineCursor({ createdKey: last.created_key as string, nodeId: last.node_id as string })
@@ -505,7 +511,7 @@ export function metalApi(profiles: PhaseProfiles) {
         await applyMove(tx, ctx, profiles, machine, move, {
           lastError: { code: 'ABORTED', message: reason, workflowId: active.id, phase: machine.phase },
         });
-        return machineView(tx, (await readMachine(tx, input.nodeId))!);
+        return machineView(tx, (await readMachine(tx, input.nodeId))!, ctx.quorum);
       });
     },
   });
@@ -528,7 +534,7 @@ export function metalApi(profiles: PhaseProfiles) {
           type: 'metal.node.labelled',
           data: { nodeId: machine.nodeId, labels: { ...labels } },
         });
-        return machineView(tx, (await readMachine(tx, input.nodeId))!);
+        return machineView(tx, (await readMachine(tx, input.nodeId))!, ctx.quorum);
       });
     },
   });

@@ -1,8 +1,9 @@
-import type { SqlExecutor } from '@better-compute/core';
+import type { QuorumPort, SqlExecutor } from '@better-compute/core';
 import { ACTIVE_WORKFLOW_STATES } from '@better-compute/provision';
 import type { HoldPoint } from '../lifecycle/decide';
 import type { NodeState, PhaseState } from '../lifecycle/states';
 import type { MachineError, MachineRecord } from '../machines/machine-rows';
+import { awaitingOf, HELD_WORKFLOW_SQL, type MachineAwaiting } from '../machines/quorum';
 
 /** The step of a machine's active workflow that is in flight. */
 export interface MachineStepView {
@@ -21,6 +22,10 @@ export interface MachineWorkflowView {
   state: string;
   /** The step in flight, or null between steps. */
   step: MachineStepView | null;
+  /** The destructive-command batch its destructive commands carry (null when the quorum is off or none is sent). */
+  batchId: string | null;
+  /** It waits for its batch's approvals (held since its start). */
+  held: boolean;
 }
 
 /** A machine as `metal.list` returns it. */
@@ -38,6 +43,11 @@ export interface MachineSummary {
   workflowId: string | null;
   stepId: string | null;
   lastError: MachineError | null;
+  /**
+   * The batch the machine's workflow waits on, with its approvals and threshold, until a threshold of approvers signed
+   * it (`batches.approve`); null when nothing waits.
+   */
+  awaiting: MachineAwaiting | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -69,7 +79,7 @@ export const ACTIVE_WORKFLOW_LATERAL = (statesParam: string) => `
   LEFT JOIN LATERAL (
     SELECT w.id AS aw_id, w.profile_id AS aw_profile_id, w.profile_version AS aw_profile_version, w.state AS aw_state,
       s.step_id AS aw_step_id, s.action AS aw_action, s.state AS aw_step_state, s.attempt AS aw_attempt,
-      s.deadline AS aw_deadline
+      s.deadline AS aw_deadline, w.batch_id AS aw_batch_id, ${HELD_WORKFLOW_SQL('w')} AS aw_held
     FROM workflows w
     LEFT JOIN LATERAL (
       SELECT step_id, action, state, attempt, deadline FROM workflow_steps
@@ -90,6 +100,8 @@ export function workflowOf(r: Row): MachineWorkflowView | null {
     profileId: r.aw_profile_id as string,
     profileVersion: Number(r.aw_profile_version),
     state: r.aw_state as string,
+    batchId: (r.aw_batch_id as string | null | undefined) ?? null,
+    held: r.aw_held === true,
     step:
       r.aw_step_id === null || r.aw_step_id === undefined
         ? null
@@ -103,8 +115,25 @@ export function workflowOf(r: Row): MachineWorkflowView | null {
   };
 }
 
+/**
+ * What a machine waits on: its active workflow's batch while the workflow is held for it, read through the quorum
+ * port (see {@link awaitingOf}); null otherwise.
+ */
+export async function machineAwaiting(
+  sql: SqlExecutor,
+  quorum: QuorumPort | undefined,
+  workflow: MachineWorkflowView | null,
+): Promise<MachineAwaiting | null> {
+  if (!workflow?.held || workflow.batchId === null) return null;
+  return awaitingOf(sql, quorum, workflow.batchId);
+}
+
 /** The list form of a machine. */
-export function toSummary(machine: MachineRecord, workflow: MachineWorkflowView | null): MachineSummary {
+export function toSummary(
+  machine: MachineRecord,
+  workflow: MachineWorkflowView | null,
+  awaiting: MachineAwaiting | null = null,
+): MachineSummary {
   return {
     nodeId: machine.nodeId,
     tenantId: machine.tenantId,
@@ -117,6 +146,7 @@ export function toSummary(machine: MachineRecord, workflow: MachineWorkflowView 
     workflowId: workflow?.id ?? null,
     stepId: workflow?.step?.stepId ?? null,
     lastError: machine.lastError,
+    awaiting,
     createdAt: iso(machine.createdAt) as string,
     updatedAt: iso(machine.updatedAt) as string,
   };
@@ -124,9 +154,9 @@ export function toSummary(machine: MachineRecord, workflow: MachineWorkflowView 
 
 /**
  * Reads what `metal.get` shows beyond the machine's row: its MACs and its active workflow with the step in flight,
- * from provision's workflow tables (whoever started it).
+ * from provision's workflow tables (whoever started it), and the batch it waits on through `quorum` (ctx.quorum).
  */
-export async function machineView(sql: SqlExecutor, machine: MachineRecord): Promise<MachineView> {
+export async function machineView(sql: SqlExecutor, machine: MachineRecord, quorum?: QuorumPort): Promise<MachineView> {
   const [macs, active] = [
     await sql.query<{ mac: string }>('SELECT mac FROM metal_macs WHERE node_id = $1 ORDER BY mac', [machine.nodeId]),
     await sql.query<Row>(`SELECT aw.* FROM (SELECT $1::text AS node_id) m ${ACTIVE_WORKFLOW_LATERAL('$2')}`, [
@@ -134,7 +164,12 @@ export async function machineView(sql: SqlExecutor, machine: MachineRecord): Pro
       ACTIVE_STATES_PARAM,
     ]),
   ];
-  const { workflowId: _w, stepId: _s, ...summary } = toSummary(machine, null);
+  const workflow = active.rows[0] ? workflowOf(active.rows[0]) : null;
+  const {
+    workflowId: _w,
+    stepId: _s,
+    ...summary
+  } = toSummary(machine, null, await machineAwaiting(sql, quorum, workflow));
   const request = machine.deployRequest;
   return {
     ...summary,
@@ -144,7 +179,7 @@ export async function machineView(sql: SqlExecutor, machine: MachineRecord): Pro
     facts: machine.facts,
     bmc: { address: machine.bmcAddress, driver: machine.bmcDriver, hasCredential: machine.bmcCredentialRef !== null },
     macs: macs.rows.map((r) => r.mac),
-    workflow: active.rows[0] ? workflowOf(active.rows[0]) : null,
+    workflow,
     deploy: request
       ? {
           profileId: request.profileId,

@@ -3,6 +3,7 @@ import { setNodeProvisionState } from '@better-compute/core/nodes';
 import type { LifecycleMove } from '../lifecycle/decide';
 import { isPhaseState, type PhaseState } from '../lifecycle/states';
 import type { DeployRequest, MachineError } from './machine-rows';
+import { batchFor } from './quorum';
 
 /**
  * The profile each phase's workflow runs (`metal.enroll`, `metal.inspect`, …), after `metal({ profiles })`'s
@@ -11,7 +12,7 @@ import type { DeployRequest, MachineError } from './machine-rows';
 export type PhaseProfiles = Readonly<Record<Exclude<PhaseState, 'deploying'>, string>>;
 
 /** What carrying out a move needs of the module context. */
-export type MoveContext = Pick<ModuleContext, 'clock' | 'events' | 'workflows'>;
+export type MoveContext = Pick<ModuleContext, 'clock' | 'events' | 'workflows' | 'quorum' | 'commandKinds' | 'work'>;
 
 /** The machine a move is carried out on, as the decision read it. */
 export interface MovingMachine {
@@ -45,8 +46,9 @@ function requireWorkflows(ctx: MoveContext) {
 /**
  * Carries out a decided move in the caller's transaction (the machine's row locked by the decision's read): the
  * node's `provision_state` through core's node repository, a fresh workflow of the phase's profile with
- * `owner: 'metal'` when the move starts one, metal's columns (phase, enrolling, hold, workflow, last error, deploy
- * request) and the event `metal.node.<state>`. Returns the workflow it started, if any. Anything that fails (a profile
+ * `owner: 'metal'` when the move starts one (held for its destructive batch when approvers are configured, see
+ * `batchFor`), metal's columns (phase, enrolling, hold, workflow, last error, deploy request) and the event
+ * `metal.node.<state>`. Returns the workflow it started, if any. Anything that fails (a profile
  * that does not resolve, a node with an active workflow) fails the whole transaction: nothing is half-written.
  *
  * @example
@@ -87,11 +89,14 @@ export async function applyMove(
     } else {
       profile = { profileId: profiles[move.to] };
     }
+    // With approvers configured, the workflow's destructive kinds become its batch and it waits for the approvals.
+    const batch = batchFor(tx, ctx, machine);
     ({ id: workflowId } = await workflows.start(tx, {
       tenantId: machine.tenantId,
       nodeId: machine.nodeId,
       owner: 'metal',
       ...profile,
+      ...(batch ? { batchFor: batch } : {}),
     }));
   }
   const phase = move.to === 'failed' ? (move.failedFrom ?? null) : isPhaseState(move.to) ? move.to : null;

@@ -1,8 +1,15 @@
-import { isComputeError, type ModuleContext, type Reconciler, type SqlExecutor } from '@better-compute/core';
-import { decideWorkflowEnd } from '../lifecycle/decide';
+import {
+  isComputeError,
+  type ModuleContext,
+  type ReconcileResult,
+  type Reconciler,
+  type SqlExecutor,
+} from '@better-compute/core';
+import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
 import { applyMove, type PhaseProfiles } from './apply-move';
 import { type MachineError, type MachineRecord, readMachine, snapshotOf } from './machine-rows';
+import { readHeldWorkflow } from './quorum';
 
 /**
  * The work kind of metal's reconciler, keyed by node id: every workflow metal starts names it as its `owner`, and
@@ -56,13 +63,69 @@ function errorOf(machine: MachineRecord, workflowId: string, end: WorkflowEnd): 
 }
 
 /**
+ * Settles a machine whose workflow is held for its batch: resumed when the batch is approved (event
+ * `metal.batch.approved`); aborted and the machine failed in its phase when the batch is rejected, expired or gone
+ * (without the quorum port, it waits: nothing can approve it). A pending batch brings the reconciler back at expiry.
+ */
+async function settleBatch(
+  tx: SqlExecutor,
+  ctx: ModuleContext,
+  profiles: PhaseProfiles,
+  machine: MachineRecord,
+  held: { workflowId: string; batchId: string },
+): Promise<ReconcileResult | undefined> {
+  if (!ctx.quorum || !ctx.workflows) return;
+  const batch = await ctx.quorum.getBatch(tx, held.batchId);
+  const now = ctx.clock.now();
+  if (batch?.state === 'pending') {
+    return { requeueAfterMs: Math.max(1, batch.notAfter.getTime() - now.getTime()) };
+  }
+  if (batch?.state === 'approved') {
+    await ctx.workflows.resume(tx, { workflowId: held.workflowId });
+    await ctx.events.publish(tx, {
+      tenantId: machine.tenantId,
+      subject: `node/${machine.nodeId}`,
+      type: 'metal.batch.approved',
+      data: {
+        nodeId: machine.nodeId,
+        batchId: held.batchId,
+        workflowId: held.workflowId,
+        approvedBy: batch.approvedBy,
+      },
+    });
+    return;
+  }
+  const lastError: MachineError =
+    batch?.state === 'rejected'
+      ? {
+          code: 'BATCH_REJECTED',
+          message: `batch ${held.batchId} rejected by ${batch.rejection?.by ?? 'an operator'}: ${batch.rejection?.reason ?? ''}`,
+          workflowId: held.workflowId,
+          phase: machine.phase,
+        }
+      : {
+          code: 'BATCH_EXPIRED',
+          message: batch
+            ? `batch ${held.batchId} expired with ${batch.approvals} of ${batch.threshold} approvals`
+            : `batch ${held.batchId} is gone`,
+          workflowId: held.workflowId,
+          phase: machine.phase,
+        };
+  await ctx.workflows.abort(tx, { workflowId: held.workflowId, reason: lastError.message.slice(0, 1024) });
+  await applyMove(tx, ctx, profiles, machine, decideRequest(snapshotOf(machine), 'abort'), { lastError });
+  return;
+}
+
+/**
  * The `metal` reconciler: reads the machine (locked) and the workflow it recorded, and when that workflow has ended
  * decides with `decideWorkflowEnd` and carries the move out in the same transaction (success: the next state, or the
  * next phase of an enroll, or a hold; failure or cancellation: `failed` with the workflow's error in `last_error`). A
  * machine whose workflow still runs, or that an abort already moved, is left alone. When the next phase's workflow
  * cannot start (its profile is missing or does not resolve, another workflow is active) the machine fails in that
- * phase with the refusal as its error, rather than retrying forever. It never polls: it runs when a workflow it owns
- * ends (and once more is harmless).
+ * phase with the refusal as its error, rather than retrying forever. A workflow held for its destructive batch is
+ * resumed once the batch is approved, and aborted (the machine failed, `BATCH_REJECTED` or `BATCH_EXPIRED`) once it is
+ * rejected or expired; while it waits the reconciler comes back at the batch's expiry. It never polls: it runs when a
+ * workflow it owns ends or a batch of its machine is approved or rejected (and once more is harmless).
  *
  * @example
  * ```ts
@@ -71,9 +134,11 @@ function errorOf(machine: MachineRecord, workflowId: string, end: WorkflowEnd): 
  */
 export function metalReconciler(profiles: PhaseProfiles): Reconciler {
   return async (key: string, ctx: ModuleContext) => {
-    await ctx.sql.transaction(async (tx) => {
+    return ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
       const machine = await readMachine(tx, key, { forUpdate: true });
       if (!machine || machine.workflowId === null) return;
+      const held = await readHeldWorkflow(tx, machine.workflowId);
+      if (held) return settleBatch(tx, ctx, profiles, machine, held);
       const end = await readWorkflowEnd(tx, machine.workflowId);
       if (!end) return;
       const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);

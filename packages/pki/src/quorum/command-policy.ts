@@ -16,7 +16,8 @@ function outOfScope(reason: ErrorReason<'INVALID_INPUT'>, message: string, path:
  * The destructive-batch quorum as a command policy. Without approvers it allows everything. With them, a destructive
  * command needs a batch (else INVALID_STATE `batch-required`) that exists, is in the command's tenant, names its node
  * and kind and has not expired (else INVALID_INPUT `batch-unknown`, `batch-tenant-out-of-scope`,
- * `batch-node-out-of-scope`, `batch-kind-out-of-scope`, `batch-expired`), and has at least `threshold` valid
+ * `batch-node-out-of-scope`, `batch-kind-out-of-scope`, `batch-expired`), was not rejected (else INVALID_STATE
+ * `batch-rejected`), and has at least `threshold` valid
  * signatures (else INVALID_STATE `batch-unapproved`). Commands that are not destructive pass; its `appliesTo` says so,
  * so they skip it.
  *
@@ -41,6 +42,11 @@ export function quorumCommandPolicy(quorum: Quorum | undefined, clock: Clock): C
       throw outOfScope('batch-node-out-of-scope', 'the node is outside the batch', ['nodeId']);
     if (!batch.commandKinds.includes(command.kind))
       throw outOfScope('batch-kind-out-of-scope', 'the kind is outside the batch', ['kind']);
+    if (batch.rejection) {
+      throw new ComputeError('INVALID_STATE', 'the batch was rejected', {
+        details: { path: ['batchId'], reason: 'batch-rejected' },
+      });
+    }
     if (clock.now() >= batch.notAfter) throw outOfScope('batch-expired', 'the batch has expired', ['batchId']);
     const approvals = await countValidApprovals(tx, batch, quorum);
     if (approvals < quorum.threshold) {

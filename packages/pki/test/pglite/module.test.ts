@@ -18,7 +18,10 @@ describe('pki()', () => {
     const service = pki({ key: h.key });
     expect(service.module.id).toBe('pki');
     expect(service.module.migrations).toEqual({ folder: pkiMigrationsFolder });
-    expect((await readMigrationFolder(pkiMigrationsFolder)).map((m) => m.name)).toEqual(['0000_init']);
+    expect((await readMigrationFolder(pkiMigrationsFolder)).map((m) => m.name)).toEqual([
+      '0000_init',
+      '0001_batch_rejection',
+    ]);
     expect(typeof service.module.commandPolicy).toBe('function');
   });
 

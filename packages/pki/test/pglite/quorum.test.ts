@@ -221,4 +221,49 @@ describe('the destructive-batch quorum', () => {
     );
     expect(error.details.path).toEqual(['signature']);
   });
+
+  it('rejects a batch for good: no approval after it, and the policy refuses every command under it', async () => {
+    const batch = await newBatch();
+    await approve(batch, 'alice');
+    await approve(batch, 'bob');
+    await policy(h.pki, cmd(wipe, { batchId: batch.id }), wipe);
+    const rejected = await h.scratch.db.transaction((tx) =>
+      h.pki.rejectBatch(tx, batch.id, { by: 'cred_ops', reason: 'change freeze' }),
+    );
+    expect(rejected.rejection).toEqual({ by: 'cred_ops', reason: 'change freeze', at: h.clock.now() });
+    const refused = await computeErrorOf(policy(h.pki, cmd(wipe, { batchId: batch.id }), wipe), 'INVALID_STATE');
+    expect(refused.details.reason).toBe('batch-rejected');
+    const late = await computeErrorOf(approve(batch, 'carol'), 'INVALID_STATE');
+    expect(late.details.reason).toBe('batch-rejected');
+    const again = await computeErrorOf(
+      h.scratch.db.transaction((tx) => h.pki.rejectBatch(tx, batch.id, { by: 'cred_ops', reason: 'twice' })),
+      'INVALID_STATE',
+    );
+    expect(again.details.reason).toBe('batch-rejected');
+  });
+
+  it('shows a batch through the quorum port: state, valid approvals, threshold and the payload to sign', async () => {
+    const port = h.pki.quorum();
+    expect(port.enabled()).toBe(true);
+    const created = await h.scratch.db.transaction((tx) =>
+      port.createBatch(tx, {
+        tenantId: 'root',
+        nodeIds: ['node_c'],
+        commandKinds: ['deploy.wipe'],
+        notAfter: new Date(h.clock.now().getTime() + 60_000),
+      }),
+    );
+    expect(created).toMatchObject({ state: 'pending', approvals: 0, threshold: 2, approvedBy: [], rejection: null });
+    expect(new TextEncoder().encode(created.signingPayload)).toEqual(batchSigningBytes(created));
+    const signature = signToBase64Url(carol.privateKeyPem, new TextEncoder().encode(created.signingPayload));
+    const one = await h.scratch.db.transaction((tx) =>
+      port.approve(tx, created.id, { approverId: 'carol', signature }),
+    );
+    expect(one).toMatchObject({ state: 'pending', approvals: 1, approvedBy: ['carol'] });
+    const listed = await port.listBatches(h.scratch.db, { tenantId: 'root', nodeId: 'node_c', limit: 10 });
+    expect(listed.map((b) => b.id)).toEqual([created.id]);
+    h.clock.advance(60_000);
+    expect((await port.getBatch(h.scratch.db, created.id))?.state).toBe('expired');
+    expect(await port.getBatch(h.scratch.db, 'bat_missing')).toBeUndefined();
+  });
 });

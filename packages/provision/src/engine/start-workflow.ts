@@ -59,6 +59,11 @@ function checkStart(
   text(input.instanceId, ['instanceId'], false);
   text(input.owner, ['owner'], false);
   text(input.batchId, ['batchId'], false);
+  if (input.batchFor !== undefined && (typeof input.batchFor !== 'function' || input.batchId !== undefined)) {
+    throw new ComputeError('INVALID_INPUT', 'batchFor must be a function, and not given with batchId', {
+      details: { path: ['batchFor'] },
+    });
+  }
   if (input.nodeId !== undefined && input.instanceId !== undefined) {
     throw new ComputeError('INVALID_INPUT', 'a workflow targets a node or an instance, not both', {
       details: { path: ['instanceId'] },
@@ -97,7 +102,8 @@ function stepRecords(steps: readonly ExpandedStep[]) {
 /**
  * Starts a workflow in the caller's transaction: loads the pinned profile version (the tenant's own, then a public
  * stored one, then a shipped one), expands it, snapshots the document, marks the version used, inserts the workflow
- * and its rows, publishes `workflow.created` and queues the `workflow` reconciler. A node (or instance) with an active
+ * and its rows, publishes `workflow.created` and queues the `workflow` reconciler (a workflow held by `batchFor`
+ * starts `paused` and waits for `resume`). A node (or instance) with an active
  * workflow is CONFLICT; an unknown profile or node NOT_FOUND; a profile that does not resolve INVALID_INPUT listing
  * every issue (including a `hostConfig` that does not resolve: an unknown unit or invalid settings).
  *
@@ -139,10 +145,13 @@ export async function startWorkflow(
   const id = newId('wf');
   const key = input.nodeId ?? id;
   const now = ctx.clock.now();
+  // The owner scopes the workflow's batch from the kinds it records; a workflow with a batch waits for its release.
+  const heldBatch = input.batchFor ? await input.batchFor([...expansion.commandKinds]) : undefined;
+  if (heldBatch !== undefined) text(heldBatch, ['batchFor'], true);
   const inserted = await tx.query(
     `INSERT INTO workflows (id, tenant_id, node_id, instance_id, key, profile_id, profile_version, profile_tenant_id,
        document, state, owner, command_kinds, batch_id, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, 'pending', $10, $11::jsonb, $12, $13, $13)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $14, $10, $11::jsonb, $12, $13, $13)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       id,
@@ -156,8 +165,9 @@ export async function startWorkflow(
       JSON.stringify(found.profile),
       input.owner ?? null,
       JSON.stringify(expansion.commandKinds),
-      input.batchId ?? null,
+      heldBatch ?? input.batchId ?? null,
       now,
+      heldBatch === undefined ? 'pending' : 'paused',
     ],
   );
   if (inserted.rowCount === 0) {

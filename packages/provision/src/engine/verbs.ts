@@ -206,7 +206,8 @@ export function pauseWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wor
 }
 
 /**
- * Resumes a paused workflow: back to `running`, and woken at once. Any other state is INVALID_STATE.
+ * Resumes a paused workflow: back to `running` (or `pending`, for one held since its start), and woken at once. Any
+ * other state is INVALID_STATE.
  *
  * @example
  * ```ts
@@ -218,7 +219,8 @@ export function resumeWorkflow(ctx: VerbContext, input: WorkflowRef): Promise<Wo
     const { workflow } = draft;
     if (workflow.state !== 'paused')
       throw invalidState(`only a paused workflow can resume; it is ${workflow.state}`, workflow.state);
-    draft.updateWorkflow({ state: 'running' }, now);
+    // A workflow held since its start (StartWorkflowInput.batchFor) has not started: it starts now.
+    draft.updateWorkflow({ state: workflow.startedAt === null ? 'pending' : 'running' }, now);
     draft.event('workflow.resumed');
     await wake(tx, ctx, draft);
   });

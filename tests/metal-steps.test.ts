@@ -17,6 +17,7 @@ import {
   getWorkflow,
   type ProfileStep,
   provisionModule,
+  type RenderedStep,
   registerImage,
   storeProfile,
   type WorkflowView,
@@ -31,6 +32,7 @@ import {
   settle,
 } from 'better-compute/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { provisionApiOf, tokenFor } from './support/api';
 import { type ScratchDatabase, scratchPglite } from './support/databases';
 
 // Metal's steps on PGlite: the real provision engine and metal(), a site agent and the machine's agents simulated by
@@ -931,5 +933,93 @@ describe('metal.talosReady', () => {
     const wf = await run([{ use: 'metal.talosReady', on: 'site' }]);
     expect(wf.steps[0]?.error).toMatchObject({ code: 'INVALID_STATE', reason: 'no-address' });
     expect(await commandsOf(wf.id)).toEqual([]);
+  });
+});
+
+describe('profiles.render of the shipped profiles', () => {
+  // One line per step, as an operator reads the plan: what, where, with what, and what the node's labels skip.
+  const line = (step: RenderedStep) =>
+    [
+      `${step.stepId} ${step.name ?? '(no name)'}:`,
+      `${step.action} on ${step.on ?? step.runsOn}`,
+      Object.keys(step.with).length > 0 ? JSON.stringify(step.with) : '',
+      step.await ? 'awaiting the rejoin' : '',
+      step.onFailure === 'continue' ? '(may fail)' : '',
+      step.willRun === false ? `skipped: ${step.when}` : '',
+    ]
+      .filter(Boolean)
+      .join(' ');
+
+  const PLANS: Record<string, string[]> = {
+    'metal.enroll': ['main.1 BMC reachable: read the power state: power.getPower on site'],
+    'metal.inspect': [
+      'main.1 boot the ramdisk: metal.ensureRamdisk on site',
+      'main.2 collect the hardware inventory: inspect.collect on ramdisk',
+      'cleanup.1 power the machine off: power.setPower on site {"action":"off"} (may fail)',
+    ],
+    'metal.commission': [
+      'main.1 boot the ramdisk: metal.ensureRamdisk on site',
+      'main.2 collect the hardware inventory: inspect.collect on ramdisk',
+      'main.3 read the firmware versions: firmware.getInventory on site (may fail)',
+      'main.4 read the BIOS settings: bios.getSettings on site (may fail)',
+      'main.5 GPU diagnostics (DCGM level 2): diag.dcgm on ramdisk {"level":2} skipped: gpu.count && gpu.count!=0',
+      'main.6 burn-in (DCGM level 4): diag.dcgm on ramdisk {"level":4} skipped: gpu.count && gpu.count!=0',
+      'main.7 acceptance: the hardware is all still there: inspect.collect on ramdisk',
+      'cleanup.1 power the machine off: power.setPower on site {"action":"off"} (may fail)',
+    ],
+    'metal.release': [
+      'main.1 boot the ramdisk: metal.ensureRamdisk on site',
+      'main.2 wipe the disks: disk.wipe on ramdisk {"mode":"quick"}',
+      'main.3 power the machine off: power.setPower on site {"action":"off"}',
+    ],
+    'metal.retire': ['main.1 power the machine off: power.setPower on site {"action":"off"}'],
+    'metal.adopt': ['main.1 BMC reachable: read the power state: power.getPower on site'],
+    'metal.deploy-image': [
+      'main.1 boot the ramdisk: metal.ensureRamdisk on site',
+      'main.2 render the user data: userdata.render on control-plane',
+      'main.3 write the image and the user data: deploy.deploy on ramdisk',
+      'main.4 boot from disk from now on: management.setBootDevice on site {"device":"disk","persistent":true}',
+      'main.5 kexec into the installed OS: boot.kexec on ramdisk awaiting the rejoin',
+      'main.6 wait for the installed OS\'s daemon: wait.agentJoined on control-plane {"role":"node"}',
+      'main.5.on-failure (no name): power.setPower on site {"action":"reset"}',
+    ],
+    'metal.deploy-talos': [
+      'main.1 boot the ramdisk: metal.ensureRamdisk on site',
+      'main.2 render the Talos machine config: userdata.render on control-plane',
+      'main.3 write the image and the machine config: deploy.deploy on ramdisk',
+      'main.4 boot from disk from now on: management.setBootDevice on site {"device":"disk","persistent":true}',
+      'main.5 boot Talos: power.setPower on site {"action":"cycle"}',
+      'main.6 wait for the Talos API: metal.talosReady on site',
+    ],
+  };
+
+  const RAMDISK = ['driver.invoke', 'site.bootEntry'];
+  const KINDS: Record<string, string[]> = {
+    'metal.enroll': ['driver.invoke'],
+    'metal.inspect': ['driver.invoke', 'inspect.collect', 'site.bootEntry'],
+    'metal.commission': ['diag.dcgm', 'driver.invoke', 'inspect.collect', 'site.bootEntry'],
+    'metal.release': ['disk.wipe', ...RAMDISK],
+    'metal.retire': ['driver.invoke'],
+    'metal.adopt': ['driver.invoke'],
+    'metal.deploy-image': ['boot.kexec', 'deploy.image', ...RAMDISK],
+    'metal.deploy-talos': ['deploy.image', ...RAMDISK, 'site.httpProxy'],
+  };
+
+  it('covers every shipped profile', () => {
+    expect(Object.keys(PLANS).sort()).toEqual(metalProfiles.map((p) => p.id).sort());
+    expect(Object.keys(KINDS).sort()).toEqual(metalProfiles.map((p) => p.id).sort());
+  });
+
+  it.each(metalProfiles.map((p) => [p.id] as const))("%s reads as an operator's plan for a metal node", async (id) => {
+    const token = await tokenFor(scratch.db, clock, 'root', ['compute:profiles:read']);
+    const plan = await provisionApiOf(compute).profiles.render(token, {
+      tenantId: 'root',
+      profileId: id,
+      nodeId: machineId,
+    });
+    expect(plan).toMatchObject({ tenantId: 'builtin', profileId: id, version: 1, nodeId: machineId });
+    expect(plan.steps.map(line)).toEqual(PLANS[id]);
+    // What a destructive batch for it would be scoped to, each kind declared by its steps.
+    expect(plan.commandKinds).toEqual(KINDS[id]);
   });
 });

@@ -681,6 +681,7 @@ describe.each(BACKENDS)('the provision API on $name', ({ create }) => {
         action: 'lab.ping',
         resolution: 'step',
         runsOn: 'node',
+        on: null,
         commandKind: 'lab.ping',
         timeoutMs: 5 * 60_000,
         retries: 0,
@@ -693,6 +694,7 @@ describe.each(BACKENDS)('the provision API on $name', ({ create }) => {
       });
       expect(byId.get('main.2.on-failure')).toMatchObject({
         phase: 'on-failure',
+        on: 'site',
         parentStepId: 'main.2',
         resolution: 'driver',
         commandKind: 'driver.invoke',

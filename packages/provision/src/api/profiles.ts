@@ -84,6 +84,11 @@ export interface RenderedStep {
   action: string;
   resolution: 'step' | 'driver';
   runsOn: StepRunsOn;
+  /**
+   * The agent the profile step names with `on:` (`site`, `node`, `ramdisk`): where an agent step runs, and where a
+   * relaying step (which `runsOn` the control plane) sends its command. `null` when the step names none.
+   */
+  on: StepRunsOn | null;
   /** The command kind an agent step or a driver operation sends; `null` for a control-plane step. */
   commandKind: string | null;
   timeoutMs: number;
@@ -224,6 +229,7 @@ function renderSteps(profile: Profile, steps: readonly ExpandedStep[], labels: L
       action: step.action,
       resolution: step.resolution,
       runsOn: step.runsOn,
+      on: step.spec.on ?? null,
       commandKind: step.commandKind,
       timeoutMs: step.timeoutMs,
       retries: step.retries,

@@ -1,6 +1,7 @@
 // The machine lifecycle as decisions: what a request or a workflow's end does to a node. The module that carries the
 // moves out (metal(), its reconciler, steps, profiles and API group) builds on these.
 
+export { type BatchesApi, type BatchView, batchesApi } from './api/batches-api';
 export {
   decodeMachineCursor,
   encodeMachineCursor,
@@ -8,7 +9,6 @@ export {
   METAL_DEFAULT_LIMIT,
   METAL_MAX_LIMIT,
 } from './api/cursor';
-export { type BatchesApi, type BatchView, batchesApi } from './api/batches-api';
 export { checkBmcAddress, checkMacs } from './api/inputs';
 export { COMPUTE_SITE, type MetalApi, metalApi, resolveSiteResource } from './api/metal-api';
 export { SITE_TOKEN_TTL, type SiteJoinToken, type SitesApi, type SiteView, sitesApi } from './api/sites-api';

@@ -68,7 +68,7 @@ const stubProfiles = [
 ];
 
 const TABLES =
-  'metal_machines, metal_macs, metal_boot_leases, workflow_steps, workflows, profiles, commands, work_items, events, ' +
+  'metal_machines, metal_macs, workflow_steps, workflows, profiles, commands, work_items, events, ' +
   'agent_sessions, nodes, sites, credentials';
 
 let macCounter = 0;

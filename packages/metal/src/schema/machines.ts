@@ -57,14 +57,3 @@ export const metalMacs = pgTable(
   },
   (t) => [index('metal_macs_node_idx').on(t.nodeId)],
 );
-
-/**
- * The boot lease of a site: the one site agent that answers PXE/DHCP there. It moves only when its holder's session
- * ends (not back when a former holder returns).
- */
-export const metalBootLeases = pgTable('metal_boot_leases', {
-  siteId: text('site_id').primaryKey(),
-  holderNodeId: text('holder_node_id').notNull(),
-  sessionId: text('session_id').notNull(),
-  acquiredAt: tstz('acquired_at').notNull(),
-});

@@ -1,0 +1,1 @@
+DROP TABLE "metal_boot_leases" CASCADE;

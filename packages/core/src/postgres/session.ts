@@ -87,11 +87,45 @@ class PostgresTransaction implements SqlExecutor {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    const limit = this.limits.queryTimeoutMs;
+    const run = (sp: TransactionSql) => fn(new PostgresTransaction(sp, this.limits));
     try {
-      return (await this.sql.savepoint((sp) => fn(new PostgresTransaction(sp, this.limits)))) as T;
+      if (limit === 0) return (await this.sql.savepoint(run)) as T;
+      // SAVEPOINT and ROLLBACK TO are the driver's own statements, outside runQuery's limit: bounded the same way.
+      return await boundedScope((inner) => this.sql.savepoint(inner) as Promise<T>, run, limit);
     } catch (err) {
       throw classifyDriverError(err);
     }
+  }
+}
+
+/**
+ * Runs `run` in a scope the driver opens and closes with statements of its own (BEGIN with the wait for a
+ * connection and COMMIT or ROLLBACK; SAVEPOINT and ROLLBACK TO): each of those must answer within `limit`, or the
+ * caller (a worker's key) would wait on a silent connection without end. The callback itself runs as long as it
+ * likes; its statements have their own limit. A scope that opens after the caller was told it failed is rolled back.
+ */
+async function boundedScope<T>(
+  open: (inner: (tx: TransactionSql) => Promise<T>) => Promise<T>,
+  run: (tx: TransactionSql) => Promise<T>,
+  limit: number,
+): Promise<T> {
+  const answer = new AnswerTimer(limit);
+  answer.arm();
+  const work = open(async (tx) => {
+    if (answer.expired) throw noAnswer(limit);
+    answer.clear();
+    try {
+      return await run(tx);
+    } finally {
+      answer.arm();
+    }
+  });
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, answer.timedOut]);
+  } finally {
+    answer.clear();
   }
 }
 
@@ -127,35 +161,9 @@ export class PostgresSession implements SqlDatabase {
     const run = (tx: TransactionSql) => fn(new PostgresTransaction(tx, this.limits));
     try {
       if (limit === 0) return (await this.client.begin(run)) as T;
-      return await this.#boundedTransaction(run, limit);
+      return await boundedScope((inner) => this.client.begin(inner) as Promise<T>, run, limit);
     } catch (err) {
       throw classifyDriverError(err);
-    }
-  }
-
-  /**
-   * BEGIN (with the wait for a connection) and COMMIT are the driver's own statements, outside runQuery's limit: each
-   * must answer within `limit` too, or the caller (a worker's key) would wait on a silent connection without end. The
-   * callback itself runs as long as it likes; its statements have their own limit.
-   */
-  async #boundedTransaction<T>(run: (tx: TransactionSql) => Promise<T>, limit: number): Promise<T> {
-    const answer = new AnswerTimer(limit);
-    answer.arm();
-    const work = this.client.begin(async (tx) => {
-      // Began after the caller was told it failed: roll back, nothing of it may commit.
-      if (answer.expired) throw noAnswer(limit);
-      answer.clear();
-      try {
-        return await run(tx);
-      } finally {
-        answer.arm();
-      }
-    });
-    work.catch(() => undefined);
-    try {
-      return (await Promise.race([work, answer.timedOut])) as T;
-    } finally {
-      answer.clear();
     }
   }
 

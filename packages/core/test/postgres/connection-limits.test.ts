@@ -45,15 +45,20 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
     return db;
   };
 
-  /** A handle with a 300 ms answer limit whose one connection answered once, then went silent. */
-  const silencedHandle = async () => {
+  /** A handle with a 300 ms answer limit whose one connection answered once, through a proxy that can silence it. */
+  const proxiedHandle = async () => {
     const proxy = await silentableProxy(new URL(scratch.url ?? ''));
     const url = new URL(scratch.url ?? '');
     url.host = `127.0.0.1:${proxy.port}`;
     const db = open({ statementTimeoutMs: 0, queryTimeoutMs: 300, connectTimeoutMs: 300 }, url.toString());
     expect((await db.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
-    proxy.silence();
     return { db, proxy };
+  };
+  /** The same, its connection silent from now on. */
+  const silencedHandle = async () => {
+    const handle = await proxiedHandle();
+    handle.proxy.silence();
+    return handle;
   };
 
   beforeAll(async () => {
@@ -131,6 +136,32 @@ describe.runIf(TEST_DATABASE_URL)('connection limits (postgres)', () => {
         .catch((err: unknown) => err);
       expect(isSqlError(error, 'connection-lost')).toBe(true);
       expect(ran).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('gives up on a nested transaction whose SAVEPOINT gets no answer after queryTimeoutMs, and so on the whole', async () => {
+    const { db, proxy } = await proxiedHandle();
+    try {
+      let nestedRan = false;
+      let nestedError: unknown;
+      const error = await db
+        .transaction(async (tx) => {
+          await tx.query('SELECT 2');
+          proxy.silence();
+          nestedError = await tx
+            .transaction(async (inner) => {
+              nestedRan = true;
+              await inner.query('SELECT 3');
+            })
+            .catch((err: unknown) => err);
+          throw nestedError;
+        })
+        .catch((err: unknown) => err);
+      expect(isSqlError(nestedError, 'connection-lost')).toBe(true);
+      expect(nestedRan).toBe(false);
+      expect(isSqlError(error, 'connection-lost')).toBe(true);
     } finally {
       await proxy.close();
     }

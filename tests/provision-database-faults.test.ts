@@ -70,6 +70,8 @@ class StubbornAgents {
   readonly #busy = new Set<string>();
   /** For a node whose agent call is under way: since when, and which call (to tell a hung call from a lost one). */
   readonly calls = new Map<string, { since: number; call: string }>();
+  /** The last error of each node's agent calls, for a stuck workflow's report. */
+  readonly lastErrors = new Map<string, string>();
 
   constructor(private readonly compute: Compute) {}
 
@@ -112,8 +114,9 @@ class StubbornAgents {
       this.#busy.add(nodeId);
       this.calls.set(nodeId, { since: Date.now(), call: 'serve' });
       void this.#serve(nodeId)
-        .catch(() => {
+        .catch((error: unknown) => {
           this.errors += 1;
+          this.lastErrors.set(nodeId, describeError(error));
         })
         .finally(() => {
           this.#busy.delete(nodeId);
@@ -348,7 +351,10 @@ async function reportStuck(db: SqlDatabase, ids: string[], agents: StubbornAgent
       [wf.id],
     );
     const agentCall = agents.calls.get(wf.node_id);
-    const agent = agentCall ? { ...agentCall, forMs: Date.now() - agentCall.since } : null;
+    const agent = {
+      call: agentCall ? { ...agentCall, forMs: Date.now() - agentCall.since } : null,
+      lastError: agents.lastErrors.get(wf.node_id) ?? null,
+    };
     console.log(`stuck workflow: ${JSON.stringify({ wf, steps, items, commands, agent, now: new Date() })}`);
   }
 }
@@ -371,6 +377,12 @@ async function reportFailed(db: SqlDatabase, ids: string[]): Promise<void> {
     );
     console.log(`failed workflow: ${JSON.stringify({ wf, steps, events })}`);
   }
+}
+
+function describeError(error: unknown): string {
+  if (isSqlError(error)) return `SqlError ${error.reason} ${error.sqlState ?? ''}: ${error.message}`;
+  if (error instanceof Error) return `${error.name} ${(error as { code?: unknown }).code ?? ''}: ${error.message}`;
+  return String(error);
 }
 
 async function unfinished(db: SqlDatabase, ids: string[]): Promise<number> {

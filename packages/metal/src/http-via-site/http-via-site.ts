@@ -1,7 +1,7 @@
 import { type Command, ComputeError, type Json } from '@better-compute/core';
 import { addMs } from '@better-compute/core/kernel';
 import { type StepContext, stepCommandKey, stepNotReady } from '@better-compute/provision';
-import { RELAY_POLL_MS, machineForStep, siteRelayAgent } from '../steps/relay';
+import { machineForStep, RELAY_POLL_MS, siteRelayAgent } from '../steps/relay';
 import { checkMachineUrl } from './machine-url';
 
 /** The HTTP methods `httpViaSite` sends. */

@@ -38,13 +38,16 @@ export {
 } from './metal-sim/create-metal-sim';
 export {
   type BootEntry,
+  createMachine,
   defaultInstall,
   type FaultMatch,
   type InstallHook,
   type InstallPlan,
   type InstallSource,
   joinTokenIn,
+  type MachineEnvironment,
   type MachineFaults,
+  type MachineInternals,
   type SimBmc,
   type SimDisk,
   type SimHttpHandler,

@@ -1,0 +1,348 @@
+// The simulated site agent and machines of bench/metal, in a process of their own with their own pool (as remote agents
+// would be): the testkit's machine model (BMC, PXE boot entries, ramdisk joining with its boot entry's token,
+// inventory, image written with cloud-init user data, kexec into an OS whose bcd joins with its token, signed wipes)
+// behind a bulk poller, answering every command after a think time of 0.5–1.5 × the mean it is given.
+// Protocol (IPC): argv url, key (hex), site join token, machines, think ms, runners; → {type:'ready', machines};
+// ← {type:'nodes', nodeIds}; → 'attached'; ← 'start'; ← 'stop'; → {type:'report', …}, then it exits.
+import { randomUUID } from 'node:crypto';
+import { betterCompute, type Command, type Json } from '@better-compute/core';
+import {
+  type AgentRole,
+  type AgentSession,
+  closeAgentSession,
+  openAgentSession,
+  systemClock,
+  touchAgentSession,
+} from '@better-compute/core/kernel';
+import { createPostgresDatabase } from '@better-compute/core/postgres';
+import { generateSigningKeyPair } from '@better-compute/pki';
+import {
+  type BootEntry,
+  createMachine,
+  encodeResult,
+  type MachineInternals,
+  type SimAgent,
+  type SimOutcome,
+} from '@better-compute/testkit';
+import { type AgentsReport, metalLabCompute, type ReadyMessage } from './lab';
+
+const [url, keyHex, siteJoinToken, machineCount, thinkMsArg, runnersArg] = process.argv.slice(2);
+if (!url || !keyHex || !siteJoinToken || !process.send) {
+  throw new Error('metal agents-child: run by bench/metal/run.ts, with a url, a key and a site join token');
+}
+const send = (message: unknown) => process.send?.(message);
+const thinkMs = Number(thinkMsArg ?? 0);
+const runners = Number(runnersArg ?? 32);
+
+const database = createPostgresDatabase({ url, max: runners + 4 });
+const lab = metalLabCompute(database, Buffer.from(keyHex, 'hex'));
+const compute = await betterCompute(lab.options);
+const { security } = lab;
+const clock = systemClock;
+const { commands } = compute;
+
+let errors = 0;
+let lastError: unknown;
+const fail = (err: unknown) => {
+  errors += 1;
+  lastError = err;
+};
+
+// The machines' agents: a session per boot, opened and closed through the kernel's session functions as the agent API
+// does. Polling is the bulk poller's (below), so poll() is never called.
+const sessions = new Set<AgentSession>();
+function machineAgent(nodeId: string): SimAgent {
+  let session: AgentSession | undefined;
+  return {
+    nodeId,
+    online: true,
+    get role() {
+      return session?.role;
+    },
+    get bootId() {
+      return session?.bootId;
+    },
+    get session() {
+      return session ? { ...session } : undefined;
+    },
+    async connect(role: AgentRole, bootId = randomUUID()) {
+      const opened = await database.transaction((tx) => openAgentSession(tx, { nodeId, role, bootId, clock }));
+      if (session) sessions.delete(session);
+      session = opened;
+      sessions.add(opened);
+      return { ...opened };
+    },
+    async disconnect() {
+      const current = session;
+      session = undefined;
+      if (!current) return;
+      sessions.delete(current);
+      await database.transaction((tx) => closeAgentSession(tx, { sessionId: current.id, clock }));
+    },
+    async poll() {
+      return 0;
+    },
+  };
+}
+
+// The site agent joins with the site's join token, as `bcd site` would, and holds the PXE boot entries it is sent.
+const siteKey = generateSigningKeyPair('ed25519');
+const siteJoined = await database.transaction((tx) =>
+  security.joinAgent(tx, { token: siteJoinToken, publicKey: siteKey.publicKeyPem }),
+);
+const siteAgent = machineAgent(siteJoined.nodeId);
+await siteAgent.connect('site');
+const entries = new Map<string, BootEntry>();
+
+const fetchSecret = (agentNodeId: string, ref: string) => security.fetchSecretForAgent(database, { agentNodeId, ref });
+
+const machines: MachineInternals[] = [];
+for (let i = 1; i <= Number(machineCount); i += 1) {
+  machines.push(
+    createMachine(
+      i,
+      'bench-site',
+      { bmcCredentials: { username: 'admin', password: `pw-bench-${i}` } },
+      {
+        security,
+        sql: database,
+        install: undefined,
+        fetchSecret,
+        takeBootEntry(macs) {
+          for (const mac of macs) {
+            const entry = entries.get(mac);
+            if (entry) {
+              entries.delete(mac);
+              return entry;
+            }
+          }
+          return undefined;
+        },
+        log: (message) => fail(new Error(message)),
+        // The clock is the system's: a boot's time is in the think time.
+        elapse: () => undefined,
+      },
+    ),
+  );
+}
+const byAddress = new Map(machines.map((m) => [m.spec.bmcAddress, m]));
+const byNode = new Map<string, MachineInternals>();
+
+const ok = (result: Json): SimOutcome => ({ outcome: 'succeed', result });
+const failed = (reason: string): SimOutcome => ({ outcome: 'fail', reason });
+
+/** The site agent's side of a command: the BMC driver, or a PXE boot entry (what the testkit's site agent does). */
+async function siteCommand(command: Command): Promise<SimOutcome> {
+  const payload = (command.payload ?? {}) as Record<string, Json>;
+  if (command.kind === 'driver.invoke') {
+    const bmc = payload.bmc as { address?: string; credentialRef?: string } | undefined;
+    const machine = bmc?.address ? byAddress.get(bmc.address) : byNode.get(command.targetNodeId ?? '');
+    if (!machine) return failed(`no BMC answers at ${bmc?.address ?? 'an unknown address'}`);
+    const wanted = machine.spec.bmcCredentials;
+    if (wanted) {
+      if (!bmc?.credentialRef) return failed(`BMC ${machine.bmc.address} refused: no credentials`);
+      const given = JSON.parse(await fetchSecret(siteAgent.nodeId, bmc.credentialRef)) as Record<string, unknown>;
+      if (given.username !== wanted.username || given.password !== wanted.password) {
+        return failed(`BMC ${machine.bmc.address} refused the credentials`);
+      }
+    }
+    return machine.driver(String(payload.operation), (payload.input ?? {}) as Record<string, Json>);
+  }
+  if (command.kind === 'site.bootEntry') {
+    const mac = String(payload.mac);
+    if (payload.mode !== 'ramdisk') {
+      entries.delete(mac);
+      return ok({ mac, mode: String(payload.mode) });
+    }
+    entries.set(mac, { mac, token: await fetchSecret(siteAgent.nodeId, String(payload.tokenRef)) });
+    return ok({ mac, mode: 'ramdisk' });
+  }
+  return { outcome: 'reject', reason: `the bench's site agent does not implement ${command.kind}` };
+}
+
+// The bulk poller: what every agent's pollCommands does (pending → dispatched), for every node at once, through a
+// partial index on pending commands the run adds to its scratch database.
+const POLL_SQL = `
+UPDATE commands c SET state = 'dispatched', dispatched_at = $1, updated_at = $1
+FROM (
+  SELECT id FROM commands WHERE state = 'pending' AND not_after >= $1
+  ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+) p
+WHERE c.id = p.id
+RETURNING c.*`;
+const POLL_LIMIT = 200;
+const IDLE_POLL_MS = 5;
+/** Sessions are touched this often (they go stale after a minute without). */
+const TOUCH_EVERY_MS = 20_000;
+
+interface CommandRow {
+  id: string;
+  node_id: string;
+  kind: string;
+  key: string;
+  payload: Json;
+  target_node_id: string | null;
+  workflow_id: string | null;
+}
+
+const completed = new Map<string, number>();
+const byKind = new Map<string, number>();
+const queue: CommandRow[] = [];
+const waiters: ((row: CommandRow | undefined) => void)[] = [];
+const thinking = new Set<NodeJS.Timeout>();
+let stopped = false;
+
+function put(row: CommandRow): void {
+  const waiter = waiters.shift();
+  if (waiter) waiter(row);
+  else queue.push(row);
+}
+
+function take(): Promise<CommandRow | undefined> {
+  const next = queue.shift();
+  if (next || stopped) return Promise.resolve(next);
+  return new Promise((resolve) => waiters.push(resolve));
+}
+
+async function poll(): Promise<void> {
+  while (!stopped) {
+    try {
+      const { rows } = await database.query<CommandRow>(POLL_SQL, [new Date(), POLL_LIMIT]);
+      for (const row of rows) {
+        // Acked at once, as an agent does when it takes a command; answered after its think time.
+        commands.ackCommand(database, { nodeId: row.node_id, commandId: row.id }).then(() => {
+          const timer = setTimeout(
+            () => {
+              thinking.delete(timer);
+              put(row);
+            },
+            thinkMs * (0.5 + Math.random()),
+          );
+          thinking.add(timer);
+        }, fail);
+      }
+      if (rows.length === 0) await sleep(IDLE_POLL_MS);
+    } catch (err) {
+      if (stopped) return;
+      fail(err);
+      await sleep(10);
+    }
+  }
+}
+
+function toCommand(row: CommandRow): Command {
+  return {
+    id: row.id,
+    nodeId: row.node_id,
+    kind: row.kind,
+    key: row.key,
+    payload: row.payload,
+    ...(row.target_node_id ? { targetNodeId: row.target_node_id } : {}),
+  } as unknown as Command;
+}
+
+async function answer(row: CommandRow): Promise<void> {
+  const command = toCommand(row);
+  const ref = { nodeId: row.node_id, commandId: row.id };
+  const machine = byNode.get(row.node_id);
+  const outcome = row.node_id === siteAgent.nodeId ? await siteCommand(command) : await machine?.agentCommand(command);
+  const payload = row.payload as { operation?: unknown } | null;
+  const label = row.kind === 'driver.invoke' ? `driver.invoke ${String(payload?.operation)}` : row.kind;
+  byKind.set(label, (byKind.get(label) ?? 0) + 1);
+  if (!outcome || outcome.outcome === 'reject') {
+    await commands.rejectCommand(database, { ...ref, reason: outcome?.reason ?? 'no agent for this node' });
+    return;
+  }
+  await commands.startCommand(database, ref);
+  if (outcome.outcome === 'hang') return;
+  if (outcome.outcome === 'fail') {
+    await commands.failCommand(database, { ...ref, reason: outcome.reason });
+    return;
+  }
+  await commands.completeCommand(database, {
+    ...ref,
+    ...(outcome.result === undefined ? {} : { result: encodeResult(outcome.result) }),
+    ...(outcome.attested === undefined ? {} : { attested: outcome.attested }),
+  });
+  completed.set(row.id, performance.timeOrigin + performance.now());
+  await outcome.after?.();
+}
+
+async function run(): Promise<void> {
+  for (let row = await take(); row; row = await take()) {
+    try {
+      await answer(row);
+    } catch (err) {
+      if (stopped) return;
+      fail(err);
+    }
+  }
+}
+
+async function touch(): Promise<void> {
+  while (!stopped) {
+    await sleep(TOUCH_EVERY_MS);
+    for (const session of [...sessions]) {
+      if (stopped) return;
+      await database
+        .transaction((tx) => touchAgentSession(tx, { sessionId: session.id, clock }))
+        .catch((err: unknown) => {
+          if (sessions.has(session)) fail(err);
+        });
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+let loops: Promise<void>[] = [];
+process.on('message', (message: unknown) => {
+  if (typeof message === 'object' && message !== null && (message as { type?: string }).type === 'nodes') {
+    const nodeIds = (message as { nodeIds: string[] }).nodeIds;
+    nodeIds.forEach((nodeId, i) => {
+      const machine = machines[i];
+      if (!machine) return;
+      machine.nodeId = nodeId;
+      machine.attachAgent(machineAgent(nodeId));
+      byNode.set(nodeId, machine);
+    });
+    send('attached');
+    return;
+  }
+  if (message === 'start') {
+    loops = [poll(), touch(), ...Array.from({ length: runners }, () => run())];
+    return;
+  }
+  if (message !== 'stop') return;
+  void (async () => {
+    stopped = true;
+    for (const timer of thinking) clearTimeout(timer);
+    for (const waiter of waiters.splice(0)) waiter(undefined);
+    await Promise.race([Promise.all(loops), sleep(5_000)]);
+    const report: AgentsReport = {
+      type: 'report',
+      completed: [...completed.entries()],
+      byKind: [...byKind.entries()],
+      errors,
+      ...(lastError === undefined ? {} : { lastError: String((lastError as Error).stack ?? lastError) }),
+    };
+    send(report);
+    await compute.close();
+    await database.close();
+    process.exit(0);
+  })();
+});
+
+const ready: ReadyMessage = {
+  type: 'ready',
+  machines: machines.map((m) => ({
+    bmcAddress: m.spec.bmcAddress,
+    bmcDriver: m.spec.bmcDriver,
+    username: m.spec.bmcCredentials?.username ?? '',
+    password: m.spec.bmcCredentials?.password ?? '',
+    mac: m.spec.macs[0] as string,
+  })),
+};
+send(ready);

@@ -1,0 +1,500 @@
+// bench/metal: `machines` simulated machines (default 1,000) enrolled, inspected, commissioned, deployed
+// (metal.deploy-image, a signed catalog image) and released through metal's shipped profiles, on a scratch database
+// of the local PostgreSQL, with 1 and 2 workers; the site agent and the machines (the testkit's machine model) in a
+// process of their own, answering each command after a think time. Figures: machines per minute through the whole
+// cycle, the engine's round trips per step, result→next command latency (p50, p99), and the engine process's heap
+// per in-flight workflow.
+// Usage: pnpm --filter @better-compute/bench metal [machines]   (see bench/README.md, "Metal", for the knobs)
+
+import { type ChildProcess, fork } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { type ApiClient, betterCompute, type Compute, createCredential, type SqlDatabase } from '@better-compute/core';
+import { systemClock } from '@better-compute/core/kernel';
+import { createPostgresDatabase } from '@better-compute/core/postgres';
+import type { MetalApi, SitesApi } from '@better-compute/metal';
+import { generateSigningKeyPair, imageSigningBytes, signToBase64Url } from '@better-compute/pki';
+import { commits, countingDatabase, type QueryCounts, roundTrips, since, snapshot } from '../support/counting-database';
+import { pgbenchInsertTps } from '../support/pgbench';
+import { createBenchDatabase } from '../support/scratch-database';
+import { fmt, percentile } from '../support/stats';
+import type { AgentsReport, ReadyMessage } from './lab';
+import { metalLabCompute } from './lab';
+
+const baseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const MACHINES = Number(process.argv[2] ?? 1000);
+const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? 270) * 1000;
+const workerCounts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
+/** The agents' mean think time per command: each is answered 0.5–1.5 × this after it was picked up. */
+const THINK_MS = Number(process.env.BENCH_THINK_MS ?? 3_000);
+/** The agents' runners (answers carried at once, after their think time). */
+const RUNNERS = Number(process.env.BENCH_AGENT_RUNNERS ?? 32);
+const AGENTS_NICE = Number(process.env.BENCH_AGENTS_NICE ?? 0);
+/** How often the engine's heap is sampled (after a forced GC) while machines are in flight. */
+const MEMORY_EVERY_MS = Number(process.env.BENCH_MEMORY_EVERY_S ?? 60) * 1000;
+const PGBENCH_SECONDS = 5;
+
+if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(baseUrl).hostname)) {
+  throw new Error(`bench/metal runs against a local server only, not ${new URL(baseUrl).host}`);
+}
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error('bench/metal measures memory after a forced GC: run node with --expose-gc');
+
+// The agents' bulk poll reads pending commands of any node through this index (see agents-child.ts).
+const POLL_INDEX_SQL = `CREATE INDEX IF NOT EXISTS bench_metal_pending_idx ON commands (created_at, id)
+  WHERE state = 'pending'`;
+
+type Api = ApiClient<{ metal: MetalApi; sites: SitesApi }>;
+
+/** The agents' process (agents-child.ts) and its IPC. */
+class Agents {
+  readonly #child: ChildProcess;
+  readonly #messages: unknown[] = [];
+  readonly #waiting: ((message: unknown) => void)[] = [];
+
+  constructor(url: string, key: Buffer, joinToken: string) {
+    const file = fileURLToPath(new URL('./agents-child.ts', import.meta.url));
+    this.#child = fork(
+      file,
+      [url, key.toString('hex'), joinToken, String(MACHINES), String(THINK_MS), String(RUNNERS)],
+      { stdio: 'inherit' },
+    );
+    if (this.#child.pid !== undefined) setPriority(this.#child.pid, AGENTS_NICE);
+    this.#child.on('message', (message) => {
+      const waiter = this.#waiting.shift();
+      if (waiter) waiter(message);
+      else this.#messages.push(message);
+    });
+    this.#child.once('exit', (code) => {
+      for (const waiter of this.#waiting.splice(0)) waiter(new Error(`the agents' process exited (${code})`));
+    });
+  }
+
+  send(message: unknown): void {
+    this.#child.send(message as never);
+  }
+
+  async next<T>(): Promise<T> {
+    const message = this.#messages.shift() ?? (await new Promise((resolve) => this.#waiting.push(resolve)));
+    if (message instanceof Error) throw message;
+    return message as T;
+  }
+
+  async stop(): Promise<AgentsReport> {
+    this.send('stop');
+    return this.next<AgentsReport>();
+  }
+
+  kill(): void {
+    if (this.#child.exitCode === null) this.#child.kill();
+  }
+}
+
+/** The machine's busy and total jiffies (all cores) from /proc/stat; zeros where there is none. */
+function cpuTicks(): { busy: number; total: number } {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1);
+    const values = fields.map(Number);
+    const total = values.reduce((a, b) => a + b, 0);
+    return { busy: total - (values[3] ?? 0) - (values[4] ?? 0), total };
+  } catch {
+    return { busy: 0, total: 0 };
+  }
+}
+
+interface MemorySample {
+  atS: number;
+  inFlight: number;
+  heapUsed: number;
+  /** Command ids the counting wrapper holds for the latency figures at that moment (bench instrumentation). */
+  instrumented: number;
+}
+
+interface Figures {
+  workers: number;
+  done: number;
+  failed: number;
+  timedOut: boolean;
+  /** Seconds from the workers' start to the last machine available again after its release. */
+  seconds: number;
+  /** Seconds until every machine was first available (enrolled, inspected, commissioned). */
+  commissionedS: number;
+  steps: number;
+  commands: number;
+  counts: QueryCounts;
+  apiCounts: QueryCounts;
+  sent: number[];
+  /** The slowest result→next pairs by what preceded: label → latencies (ms). */
+  byPrevious: Map<string, number[]>;
+  /** Heap after a forced GC before the workers started. */
+  baselineHeap: number;
+  /** Heap after a forced GC once every machine was through, the workers still running (the idle baseline). */
+  idleHeap: number;
+  memory: MemorySample[];
+  byKind: [string, number][];
+  agentErrors: number;
+  lastError: string | undefined;
+  machineCpu: number;
+  processCpu: number;
+}
+
+async function measure(workers: number): Promise<Figures> {
+  const what = `${workers} worker${workers > 1 ? 's' : ''}`;
+  console.error(`${what}: setting up ${MACHINES} machines`);
+  const scratch = await createBenchDatabase(baseUrl);
+  const key = randomBytes(32);
+  const raw = createPostgresDatabase({ url: scratch.url, max: workers * concurrency + 4 });
+  const counting = countingDatabase(raw);
+  const aux = createPostgresDatabase({ url: scratch.url, max: 4 });
+  const apiDb = createPostgresDatabase({ url: scratch.url, max: 8 });
+  const apiCounting = countingDatabase(apiDb);
+  let engine: Compute | undefined;
+  let driver: Compute | undefined;
+  let agents: Agents | undefined;
+  try {
+    engine = await betterCompute({ ...metalLabCompute(counting, key).options, workers: { concurrency } });
+    // The API calls of the run (enroll, deploy, release) go through a compute of their own, counted apart.
+    const driverLab = metalLabCompute(apiCounting, key);
+    driver = await betterCompute(driverLab.options);
+    const api = driver.api as unknown as Api;
+    await aux.query(POLL_INDEX_SQL);
+    await aux.query('INSERT INTO tenants (id, name, created_at) VALUES ($1, $1, $2) ON CONFLICT DO NOTHING', [
+      'root',
+      new Date(),
+    ]);
+    const { token } = await createCredential(aux, {
+      tenantId: 'root',
+      name: 'bench',
+      permissions: ['compute:*'],
+      clock: systemClock,
+    });
+    const site = await api.sites.create(token, { tenantId: 'root', name: 'bench-site' });
+    const joinToken = await api.sites.joinToken(token, { tenantId: 'root', siteId: site.id });
+    const image = await registerImage(aux, driverLab);
+
+    agents = new Agents(scratch.url, key, joinToken.token);
+    const ready = await agents.next<ReadyMessage>();
+    const nodeIds: string[] = [];
+    for (let i = 0; i < ready.machines.length; i += 8) {
+      const batch = ready.machines.slice(i, i + 8).map(async (m) => {
+        const view = await api.metal.enroll(token, {
+          tenantId: 'root',
+          siteId: site.id,
+          bmc: { address: m.bmcAddress, driver: m.bmcDriver, username: m.username, password: m.password },
+          macs: [m.mac],
+        });
+        return view.nodeId;
+      });
+      nodeIds.push(...(await Promise.all(batch)));
+    }
+    agents.send({ type: 'nodes', nodeIds });
+    await agents.next<string>();
+    await aux.query('CHECKPOINT').catch(() => undefined);
+    await sleep(1000);
+    gc?.();
+    const baselineHeap = process.memoryUsage().heapUsed;
+
+    console.error(`${what}: running`);
+    const before = snapshot(counting.counts);
+    const apiBefore = snapshot(apiCounting.counts);
+    const cpuBefore = process.cpuUsage();
+    const ticksBefore = cpuTicks();
+    const started = Date.now();
+    agents.send('start');
+    await engine.startWorkers(workers);
+
+    // Each machine: lifecycle (enroll → inspect → commission → available), then deploy, then release (→ available).
+    const phase = new Map<string, 'lifecycle' | 'deploy' | 'release' | 'done' | 'failed'>(
+      nodeIds.map((id) => [id, 'lifecycle']),
+    );
+    let commissionedAt = 0;
+    let available = 0;
+    let lastDone = started;
+    const memory: MemorySample[] = [];
+    let nextMemory = started + Math.min(30_000, MEMORY_EVERY_MS / 2);
+    let timedOut = false;
+    for (;;) {
+      const { rows } = await aux.query<{ id: string; state: string }>(
+        "SELECT id, provision_state AS state FROM nodes WHERE kind = 'machine'",
+      );
+      const calls: Promise<unknown>[] = [];
+      for (const { id, state } of rows) {
+        const at = phase.get(id);
+        if (state === 'failed' && at !== 'done' && at !== 'failed') {
+          phase.set(id, 'failed');
+          lastDone = Date.now();
+        } else if (at === 'lifecycle' && state === 'available') {
+          phase.set(id, 'deploy');
+          available += 1;
+          if (available === nodeIds.length) commissionedAt = Date.now();
+          calls.push(api.metal.deploy(token, { tenantId: 'root', nodeId: id, profileId: 'metal.deploy-image', image }));
+        } else if (at === 'deploy' && state === 'deployed') {
+          phase.set(id, 'release');
+          calls.push(api.metal.release(token, { tenantId: 'root', nodeId: id }));
+        } else if (at === 'release' && state === 'available') {
+          phase.set(id, 'done');
+          lastDone = Date.now();
+        }
+      }
+      await Promise.all(calls);
+      const left = [...phase.values()].filter((p) => p !== 'done' && p !== 'failed').length;
+      if (left === 0) break;
+      if (Date.now() - started > timeoutMs) {
+        console.error(`${what}: TIMED OUT after ${fmt(timeoutMs / 1000, 0)} s with ${left} machines not through`);
+        timedOut = true;
+        break;
+      }
+      if (Date.now() >= nextMemory) {
+        nextMemory += MEMORY_EVERY_MS;
+        const { rows: flying } = await aux.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM workflows WHERE finished_at IS NULL',
+        );
+        gc?.();
+        memory.push({
+          atS: (Date.now() - started) / 1000,
+          inFlight: flying[0]?.n ?? 0,
+          heapUsed: process.memoryUsage().heapUsed,
+          instrumented: counting.sentAt.size,
+        });
+      }
+      await sleep(200);
+    }
+    const counts = since(counting.counts, before);
+    const apiCounts = since(apiCounting.counts, apiBefore);
+    const cpu = process.cpuUsage(cpuBefore);
+    const ticks = cpuTicks();
+    const wallMs = Date.now() - started;
+    const report = await agents.stop();
+
+    const { rows: stepRows } = await aux.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM workflow_steps WHERE state = 'succeeded'",
+    );
+    const { rows: commandRows } = await aux.query<{
+      id: string;
+      workflow_id: string;
+      kind: string;
+      operation: string | null;
+    }>(
+      `SELECT id, workflow_id, kind, payload->>'operation' AS operation FROM commands
+       WHERE workflow_id IS NOT NULL ORDER BY workflow_id`,
+    );
+    const { sent, byPrevious } = resultToNext(commandRows, new Map(report.completed), counting.sentAt);
+    // The idle engine after the run, its workers still up: the instrumentation's ids dropped, then a forced GC.
+    counting.sentAt.clear();
+    report.completed = [];
+    await sleep(2_000);
+    gc?.();
+    const idleHeap = process.memoryUsage().heapUsed;
+    await engine.close();
+    engine = undefined;
+    const phases = [...phase.values()];
+    return {
+      workers,
+      done: phases.filter((p) => p === 'done').length,
+      failed: phases.filter((p) => p === 'failed').length,
+      timedOut,
+      seconds: (lastDone - started) / 1000,
+      commissionedS: commissionedAt ? (commissionedAt - started) / 1000 : Number.NaN,
+      steps: stepRows[0]?.n ?? 0,
+      commands: commandRows.length,
+      counts,
+      apiCounts,
+      sent,
+      byPrevious,
+      baselineHeap,
+      idleHeap,
+      memory,
+      byKind: report.byKind,
+      agentErrors: report.errors,
+      lastError: report.lastError,
+      machineCpu: ((ticks.busy - ticksBefore.busy) / Math.max(1, ticks.total - ticksBefore.total)) * 100,
+      processCpu: ((cpu.user + cpu.system) / 1000 / wallMs) * 100,
+    };
+  } finally {
+    agents?.kill();
+    await engine?.close();
+    await driver?.close();
+    await aux.close();
+    await apiDb.close();
+    await raw.close();
+    await scratch.drop();
+  }
+}
+
+/** A signer and a signed `ubuntu/noble@24.04.1` in root's catalog, as an operator registers an image. */
+async function registerImage(sql: SqlDatabase, lab: ReturnType<typeof metalLabCompute>): Promise<string> {
+  const signer = generateSigningKeyPair('ed25519');
+  const [name, version] = ['ubuntu/noble', '24.04.1'];
+  const digest = `sha256:${createHash('sha256').update(`${name}@${version}`).digest('hex')}`;
+  await sql.transaction(async (tx) => {
+    await lab.security.addImageSigner(tx, {
+      tenantId: null,
+      public: true,
+      name: 'bench',
+      publicKey: signer.publicKeyPem,
+    });
+    await lab.provision.images.register(tx, {
+      tenantId: 'root',
+      name,
+      version,
+      digest,
+      signature: signToBase64Url(signer.privateKeyPem, imageSigningBytes(digest)),
+      url: `https://images.bench.example/${name}/${version}.img`,
+    });
+  });
+  return `${name}@${version}`;
+}
+
+/**
+ * Result→next command, per workflow: each result (a command's completeCommand commit, in the agents' process) paired
+ * with the first command of its workflow sent after it (the commit that inserted it, seen by the engine's client),
+ * unless another result of the workflow came in between (then that one is what the next command followed). A
+ * workflow's last result pairs with nothing.
+ */
+function resultToNext(
+  rows: readonly { id: string; workflow_id: string; kind: string; operation: string | null }[],
+  completed: ReadonlyMap<string, number>,
+  sentAt: ReadonlyMap<string, number>,
+): { sent: number[]; byPrevious: Map<string, number[]> } {
+  const sent: number[] = [];
+  const byPrevious = new Map<string, number[]>();
+  const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
+  let i = 0;
+  while (i < rows.length) {
+    const workflow = rows[i]?.workflow_id;
+    const events: { at: number; result: boolean; label: string }[] = [];
+    for (; i < rows.length && rows[i]?.workflow_id === workflow; i += 1) {
+      const row = rows[i] as (typeof rows)[number];
+      const done = completed.get(row.id);
+      const out = sentAt.get(row.id);
+      if (done !== undefined) events.push({ at: done, result: true, label: label(row) });
+      if (out !== undefined) events.push({ at: out, result: false, label: label(row) });
+    }
+    events.sort((a, b) => a.at - b.at);
+    for (let j = 0; j + 1 < events.length; j += 1) {
+      const [result, next] = [events[j], events[j + 1]];
+      if (!result?.result || !next || next.result) continue;
+      const ms = next.at - result.at;
+      sent.push(ms);
+      const key = `${result.label} → ${next.label}`;
+      byPrevious.set(key, [...(byPrevious.get(key) ?? []), ms]);
+    }
+  }
+  return { sent, byPrevious };
+}
+
+async function pgbench(clients: number): Promise<number> {
+  const scratch = await createBenchDatabase(baseUrl);
+  try {
+    return await pgbenchInsertTps(scratch.url, clients, PGBENCH_SECONDS);
+  } finally {
+    await scratch.drop();
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+const results: { figures: Figures; tps: number }[] = [];
+for (const workers of workerCounts) {
+  try {
+    const figures = await measure(workers);
+    results.push({ figures, tps: await pgbench(workers) });
+  } catch (err) {
+    console.error(`${workers} workers: FAILED`, err);
+  }
+}
+
+/**
+ * What one command id held by the counting wrapper's `sentAt` costs the heap (a map entry: an id string and a time),
+ * measured here the same way, to take the instrumentation out of the engine's memory figure.
+ */
+function bytesPerInstrumentedId(): number {
+  const n = 20_000;
+  gc?.();
+  const before = process.memoryUsage().heapUsed;
+  const ids = new Map<string, number>();
+  for (let i = 0; i < n; i += 1) ids.set(`cmd_${randomBytes(13).toString('hex').slice(0, 26)}`, Date.now() + i / 7);
+  gc?.();
+  const bytes = (process.memoryUsage().heapUsed - before) / ids.size;
+  ids.clear();
+  return bytes;
+}
+
+const perId = bytesPerInstrumentedId();
+const kb = (bytes: number) => fmt(bytes / 1024, 1);
+/** The engine's heap per in-flight workflow in a sample: above the idle engine, the instrumentation's ids taken out. */
+const perWorkflow = (f: Figures, m: MemorySample) => (m.heapUsed - f.idleHeap - m.instrumented * perId) / m.inFlight;
+console.log(
+  `\nmetal: ${MACHINES} machines through enroll → inspect → commission → deploy (metal.deploy-image) → release, ` +
+    `agents' think time 0.5–1.5 × ${THINK_MS} ms, ${RUNNERS} runners; worker concurrency ${concurrency}; ` +
+    `server ${new URL(baseUrl).host}; ${new Date().toISOString()}\n`,
+);
+console.log(
+  '| workers | machines through | failed | seconds | machines/min | all commissioned at | steps | commands | round trips/step | round trips/command | commits/step | API round trips | result→next sent p50 / p90 / p99 ms | samples | heap/in-flight workflow | pgbench TPS | process CPU | machine CPU |',
+);
+console.log(
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+);
+for (const { figures: f, tps } of results) {
+  const c = f.counts;
+  const loaded = f.memory.filter((m) => m.inFlight > 0).sort((a, b) => b.inFlight - a.inFlight)[0];
+  const memory = loaded ? `${kb(perWorkflow(f, loaded))} KB (${loaded.inFlight})` : '—';
+  const p = (q: number) => fmt(percentile(f.sent, q), 0);
+  console.log(
+    [
+      '',
+      f.workers,
+      `${f.done}${f.timedOut ? ' (timed out)' : ''}`,
+      f.failed,
+      fmt(f.seconds, 0),
+      fmt((f.done / f.seconds) * 60, 0),
+      `${fmt(f.commissionedS, 0)} s`,
+      f.steps,
+      f.commands,
+      fmt(roundTrips(c) / f.steps, 2),
+      fmt(roundTrips(c) / f.commands, 2),
+      fmt(commits(c) / f.steps, 2),
+      roundTrips(f.apiCounts),
+      f.sent.length > 0 ? `${p(50)} / ${p(90)} / ${p(99)}` : '—',
+      f.sent.length,
+      memory,
+      fmt(tps, 0),
+      `${fmt(f.processCpu, 0)} %`,
+      `${fmt(f.machineCpu, 0)} %`,
+      '',
+    ]
+      .join(' | ')
+      .trim(),
+  );
+}
+for (const { figures: f } of results) {
+  console.log(
+    `\n${f.workers} worker(s): heap after a forced GC: before the workers started ${kb(f.baselineHeap)} KB; idle ` +
+      `after the run, workers up ${kb(f.idleHeap)} KB; one instrumentation id ${fmt(perId, 0)} bytes`,
+  );
+  for (const m of f.memory) {
+    const per = m.inFlight > 0 ? `${kb(perWorkflow(f, m))} KB per in-flight workflow` : '';
+    console.log(
+      `  at ${fmt(m.atS, 0)} s: ${m.inFlight} in flight, heap ${kb(m.heapUsed)} KB (+${kb(m.heapUsed - f.idleHeap)} over idle, ` +
+        `${m.instrumented} instrumentation ids) ${per}; over the pre-start heap ${kb((m.heapUsed - f.baselineHeap) / Math.max(1, m.inFlight))} KB each`,
+    );
+  }
+  if (f.agentErrors > 0) console.log(`  the agents hit ${f.agentErrors} errors, last: ${f.lastError}`);
+  console.log('  commands answered by kind:', f.byKind.map(([k, n]) => `${k} ${n}`).join(', '));
+  console.log('  result→next by what preceded (n, p50 / p99 ms, share of samples over 20 ms):');
+  const over = f.sent.filter((ms) => ms > 20).length;
+  for (const [pair, values] of [...f.byPrevious.entries()].sort((a, b) => b[1].length - a[1].length)) {
+    const slow = values.filter((ms) => ms > 20).length;
+    console.log(
+      `    ${pair}: ${values.length}, ${fmt(percentile(values, 50), 0)} / ${fmt(percentile(values, 99), 0)}, ${over ? fmt((slow / over) * 100, 0) : 0} % of the slow`,
+    );
+  }
+  console.log(`  round trips per step by statement (${f.steps} steps):`);
+  const top = [...f.counts.byText.entries()].filter(([, n]) => n / f.steps >= 0.01).sort((a, b) => b[1] - a[1]);
+  for (const [text, n] of top) console.log(`    ${fmt(n / f.steps, 2).padStart(6)}  ${text}`);
+}

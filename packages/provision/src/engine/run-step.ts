@@ -51,6 +51,11 @@ export function transientSqlError(error: unknown): SqlError | undefined {
   return undefined;
 }
 
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : undefined;
+}
+
 function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOutcome {
   if (isComputeError(error)) {
     const reason = typeof error.details.reason === 'string' ? { reason: error.details.reason } : {};
@@ -64,6 +69,8 @@ function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOu
     errorName: error instanceof Error ? error.name : typeof error,
     // A database error's class and SQLSTATE say what went wrong without quoting any value.
     ...(isSqlError(error) ? { sqlReason: error.reason, sqlState: error.sqlState ?? null } : {}),
+    // A library's error code (ERR_STREAM_DESTROYED, CONNECTION_ENDED) names the failure without quoting a value.
+    ...(codeOf(error) ? { errorCode: codeOf(error) } : {}),
   });
   return { kind: 'failed', error: { code: 'INTERNAL', message: 'the step failed with an unexpected error' } };
 }

@@ -328,10 +328,10 @@ process.on('message', (message: unknown) => {
       errors,
       ...(lastError === undefined ? {} : { lastError: String((lastError as Error).stack ?? lastError) }),
     };
-    send(report);
     await compute.close();
     await database.close();
-    process.exit(0);
+    // Exit once the report is written to the channel (a large one would be cut off by an early exit).
+    process.send?.(report, () => process.exit(0));
   })();
 });
 

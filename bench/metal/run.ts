@@ -26,7 +26,7 @@ import { metalLabCompute } from './lab';
 const baseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MACHINES = Number(process.argv[2] ?? 1000);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? 270) * 1000;
+const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? 240) * 1000;
 const workerCounts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
 /** The agents' mean think time per command: each is answered 0.5–1.5 × this after it was picked up. */
 const THINK_MS = Number(process.env.BENCH_THINK_MS ?? 3_000);
@@ -36,6 +36,12 @@ const AGENTS_NICE = Number(process.env.BENCH_AGENTS_NICE ?? 0);
 /** How often the engine's heap is sampled (after a forced GC) while machines are in flight. */
 const MEMORY_EVERY_MS = Number(process.env.BENCH_MEMORY_EVERY_S ?? 60) * 1000;
 const PGBENCH_SECONDS = 5;
+/**
+ * Steps one machine's whole cycle succeeds through (enroll 1, inspect 2 + cleanup, commission 6 + acceptance +
+ * cleanup, deploy-image 6, release 3), as counted by runs that finished: a run cut off by its timeout reports the
+ * machines per minute its steps/s would give.
+ */
+const STEPS_PER_CYCLE = 21;
 
 if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(baseUrl).hostname)) {
   throw new Error(`bench/metal runs against a local server only, not ${new URL(baseUrl).host}`);
@@ -123,6 +129,8 @@ interface Figures {
   /** Seconds until every machine was first available (enrolled, inspected, commissioned). */
   commissionedS: number;
   steps: number;
+  /** Seconds from the workers' start to the end of the run (the last machine through, or the timeout). */
+  wallS: number;
   commands: number;
   counts: QueryCounts;
   apiCounts: QueryCounts;
@@ -216,6 +224,7 @@ async function measure(workers: number): Promise<Figures> {
     const memory: MemorySample[] = [];
     let nextMemory = started + Math.min(30_000, MEMORY_EVERY_MS / 2);
     let timedOut = false;
+    let nextProgress = started + 30_000;
     for (;;) {
       const { rows } = await aux.query<{ id: string; state: string }>(
         "SELECT id, provision_state AS state FROM nodes WHERE kind = 'machine'",
@@ -246,6 +255,15 @@ async function measure(workers: number): Promise<Figures> {
         console.error(`${what}: TIMED OUT after ${fmt(timeoutMs / 1000, 0)} s with ${left} machines not through`);
         timedOut = true;
         break;
+      }
+      if (Date.now() >= nextProgress) {
+        nextProgress += 30_000;
+        const by = new Map<string, number>();
+        for (const { state } of rows) by.set(state, (by.get(state) ?? 0) + 1);
+        const through = [...phase.values()].filter((p) => p === 'done').length;
+        console.error(
+          `${what}: ${fmt((Date.now() - started) / 1000, 0)} s, ${through} through; ${[...by].map(([s, n]) => `${s} ${n}`).join(', ')}`,
+        );
       }
       if (Date.now() >= nextMemory) {
         nextMemory += MEMORY_EVERY_MS;
@@ -299,6 +317,7 @@ async function measure(workers: number): Promise<Figures> {
       seconds: (lastDone - started) / 1000,
       commissionedS: commissionedAt ? (commissionedAt - started) / 1000 : Number.NaN,
       steps: stepRows[0]?.n ?? 0,
+      wallS: wallMs / 1000,
       commands: commandRows.length,
       counts,
       apiCounts,
@@ -435,10 +454,10 @@ console.log(
     `server ${new URL(baseUrl).host}; ${new Date().toISOString()}\n`,
 );
 console.log(
-  '| workers | machines through | failed | seconds | machines/min | all commissioned at | steps | commands | round trips/step | round trips/command | commits/step | API round trips | result→next sent p50 / p90 / p99 ms | samples | heap/in-flight workflow | pgbench TPS | process CPU | machine CPU |',
+  '| workers | machines through | failed | seconds | machines/min | steps/s | machines/min at steps/s ÷ 21 | all commissioned at | steps | commands | round trips/step | round trips/command | commits/step | API round trips | result→next sent p50 / p90 / p99 ms | samples | heap/in-flight workflow | pgbench TPS | process CPU | machine CPU |',
 );
 console.log(
-  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
 );
 for (const { figures: f, tps } of results) {
   const c = f.counts;
@@ -452,7 +471,9 @@ for (const { figures: f, tps } of results) {
       `${f.done}${f.timedOut ? ' (timed out)' : ''}`,
       f.failed,
       fmt(f.seconds, 0),
-      fmt((f.done / f.seconds) * 60, 0),
+      f.done > 0 ? fmt((f.done / f.seconds) * 60, 0) : '—',
+      fmt(f.steps / f.wallS, 1),
+      fmt(((f.steps / f.wallS) * 60) / STEPS_PER_CYCLE, 0),
       `${fmt(f.commissionedS, 0)} s`,
       f.steps,
       f.commands,

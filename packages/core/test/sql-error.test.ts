@@ -8,6 +8,7 @@ describe('the classification of database errors', () => {
     ['57P03', 'cannot_connect_now'],
     ['25P03', 'idle_in_transaction_session_timeout'],
     ['57P05', 'idle_session_timeout'],
+    ['53300', 'too_many_connections'],
     ['08006', 'connection_failure'],
     ['ECONNRESET', 'a reset socket'],
     ['CONNECTION_CLOSED', "postgres.js's closed connection"],

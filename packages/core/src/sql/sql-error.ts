@@ -34,6 +34,8 @@ const REASON_BY_SQLSTATE: Record<string, SqlErrorReason> = {
   // The server ended the session for sitting idle (in a transaction, or at all): the connection is gone.
   '25P03': 'connection-lost', // idle_in_transaction_session_timeout
   '57P05': 'connection-lost', // idle_session_timeout
+  // No connection could be had (the server is full): nothing ran, and a later attempt may find a free slot.
+  '53300': 'connection-lost', // too_many_connections
   '22P02': 'invalid-input',
   '22007': 'invalid-input',
   '22008': 'invalid-input',

@@ -1,4 +1,4 @@
-import { isComputeError } from '@better-compute/core';
+import { isComputeError, isSqlError } from '@better-compute/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair } from '../../src';
 import { scratchPostgres, TEST_DATABASE_URL } from '../support/database';
@@ -6,6 +6,21 @@ import { createHarness, type Harness, issueTracked } from '../support/harness';
 
 const JOINS = 100;
 const HANDLES = 20; // 20 pools of 2 connections: 40 real connections racing, within the server's limit
+
+/**
+ * An agent calls again when its call failed for a reason that is not an answer (a connection that could not be opened
+ * in time on a busy machine, a server with no free connection slot): only refusals are the token's answer.
+ */
+async function joinRetryingTransient<T>(join: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await join();
+    } catch (error) {
+      if (attempt >= 5 || !isSqlError(error) || !error.retryable) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+    }
+  }
+}
 
 describe.runIf(TEST_DATABASE_URL)('postgres: concurrent joins', () => {
   let h: Harness;
@@ -29,7 +44,7 @@ describe.runIf(TEST_DATABASE_URL)('postgres: concurrent joins', () => {
       Array.from({ length: JOINS }, (_, i) => {
         const db = handles[i % HANDLES];
         if (!db) throw new Error('no handle');
-        return db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key }));
+        return joinRetryingTransient(() => db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key })));
       }),
     );
     const successes = outcomes.filter((o) => o.status === 'fulfilled');

@@ -86,17 +86,50 @@ class PostgresTransaction implements SqlExecutor {
     return runQuery<R>(this.sql, text, params, this.limits);
   }
 
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const limit = this.limits.queryTimeoutMs;
-    const run = (sp: TransactionSql) => fn(new PostgresTransaction(sp, this.limits));
-    try {
-      if (limit === 0) return (await this.sql.savepoint(run)) as T;
-      // SAVEPOINT and ROLLBACK TO are the driver's own statements, outside runQuery's limit: bounded the same way.
-      return await boundedScope((inner) => this.sql.savepoint(inner) as Promise<T>, run, limit);
-    } catch (err) {
-      throw classifyDriverError(err);
-    }
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    // SAVEPOINT and ROLLBACK TO are the driver's own statements, outside runQuery's limit: bounded as BEGIN is.
+    return scoped((inner) => this.sql.savepoint(inner) as Promise<T>, fn, this.limits);
   }
+}
+
+/**
+ * Runs `fn` in a scope the driver opens and closes (a transaction, a savepoint). What `fn` throws passes through
+ * (a database error it met is a SqlError already). Anything else failed around it, in the driver's own statements or
+ * bookkeeping: a known error is classified, and an unknown one is `connection-lost` too, since the scope's outcome is
+ * unknown to the caller exactly as when its connection is lost (and a caller retries that).
+ */
+async function scoped<T>(
+  open: (inner: (tx: TransactionSql) => Promise<T>) => Promise<T>,
+  fn: (tx: SqlExecutor) => Promise<T>,
+  limits: PostgresSessionLimits,
+): Promise<T> {
+  let own: { error: unknown } | undefined;
+  const run = async (tx: TransactionSql) => {
+    try {
+      return await fn(new PostgresTransaction(tx, limits));
+    } catch (error) {
+      own = { error };
+      throw error;
+    }
+  };
+  try {
+    if (limits.queryTimeoutMs === 0) return await open(run);
+    return await boundedScope(open, run, limits.queryTimeoutMs);
+  } catch (err) {
+    if (own !== undefined && err === own.error) throw classifyDriverError(err);
+    throw driverFailure(err);
+  }
+}
+
+function driverFailure(err: unknown): unknown {
+  const classified = classifyDriverError(err);
+  if (classified !== err || err instanceof SqlError || err instanceof ComputeError) return classified;
+  const code = (err as { code?: unknown } | null)?.code;
+  const named = typeof code === 'string' && /^[A-Z0-9_]{1,64}$/.test(code) ? ` (${code})` : '';
+  return new SqlError(`the database driver failed around a transaction${named}`, {
+    reason: 'connection-lost',
+    cause: err,
+  });
 }
 
 /**
@@ -157,14 +190,7 @@ export class PostgresSession implements SqlDatabase {
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
-    const limit = this.limits.queryTimeoutMs;
-    const run = (tx: TransactionSql) => fn(new PostgresTransaction(tx, this.limits));
-    try {
-      if (limit === 0) return (await this.client.begin(run)) as T;
-      return await boundedScope((inner) => this.client.begin(inner) as Promise<T>, run, limit);
-    } catch (err) {
-      throw classifyDriverError(err);
-    }
+    return scoped((inner) => this.client.begin(inner) as Promise<T>, fn, this.limits);
   }
 
   async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {

@@ -447,7 +447,10 @@ function bytesPerInstrumentedId(): number {
 const perId = bytesPerInstrumentedId();
 const kb = (bytes: number) => fmt(bytes / 1024, 1);
 /** The engine's heap per in-flight workflow in a sample: above the idle engine, the instrumentation's ids taken out. */
-const perWorkflow = (f: Figures, m: MemorySample) => (m.heapUsed - f.idleHeap - m.instrumented * perId) / m.inFlight;
+// A run cut off by its timeout still has its workflows in flight after it, so its post-run heap is no idle baseline:
+// the pre-start heap is used instead (an upper bound: it also counts what the workers allocate for good).
+const perWorkflow = (f: Figures, m: MemorySample) =>
+  (m.heapUsed - (f.timedOut ? f.baselineHeap : f.idleHeap) - m.instrumented * perId) / m.inFlight;
 console.log(
   `\nmetal: ${MACHINES} machines through enroll → inspect → commission → deploy (metal.deploy-image) → release, ` +
     `agents' think time 0.5–1.5 × ${THINK_MS} ms, ${RUNNERS} runners; worker concurrency ${concurrency}; ` +

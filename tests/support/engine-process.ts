@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const SCRIPT = fileURLToPath(new URL('../fixtures/engine-worker.ts', import.meta.url));
@@ -11,18 +11,29 @@ export interface WorkerExit {
   stderr: string;
 }
 
+/** What else {@link runWorkerProcess} takes. */
+export interface WorkerProcessOptions {
+  /** The worker's script, as a file URL (default `tests/fixtures/engine-worker.ts`). */
+  script?: URL;
+  /** Open an IPC channel to the child (`child.send`, `process.send` in the child). */
+  ipc?: boolean;
+}
+
 /**
- * Runs `tests/fixtures/engine-worker.ts` in a child process (on the packages' `source` condition, as the tests do)
- * until it exits, while `whileRunning` is called every 20 ms (the agents answering).
+ * Runs `tests/fixtures/engine-worker.ts` (or `options.script`) in a child process (on the packages' `source`
+ * condition, as the tests do) until it exits, while `whileRunning` is called every 20 ms (the agents answering) with
+ * the child process.
  */
 export async function runWorkerProcess(
   env: Record<string, string>,
-  whileRunning: () => Promise<void>,
+  whileRunning: (child: ChildProcess) => Promise<void>,
+  options: WorkerProcessOptions = {},
 ): Promise<WorkerExit> {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', SCRIPT], {
+  const script = options.script === undefined ? SCRIPT : fileURLToPath(options.script);
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: options.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   let err = '';
@@ -40,7 +51,7 @@ export async function runWorkerProcess(
     done = true;
   });
   while (!done) {
-    await whileRunning();
+    await whileRunning(child);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const match = /boundaries (\d+)/.exec(out);

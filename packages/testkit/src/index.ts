@@ -33,6 +33,8 @@ export {
   type MetalSimApi,
   type MetalSimOptions,
   type MetalSimSettleOptions,
+  type MetalSimWorkerOptions,
+  metalSimWorker,
   type SimSite,
   type SimWorker,
 } from './metal-sim/create-metal-sim';

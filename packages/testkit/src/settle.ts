@@ -66,7 +66,8 @@ function describe(rows: PendingRow[]): string {
  * on. It returns once only idle kinds (or nothing) remain queued. It throws an Error past `maxPasses` passes, or when
  * the next item lies past `horizonMs` after the clock's time at the start, naming the next items either way.
  *
- * Use it on a compute without running workers; `compute`'s clock must be `clock`.
+ * Use it on a compute without running workers; `compute`'s clock must be `clock`. `compute` may be anything with
+ * `runDueWork()` and the `database` it runs on (a worker in another process, driven on `clock`'s time).
  *
  * @example
  * ```ts
@@ -77,7 +78,10 @@ function describe(rows: PendingRow[]): string {
  * const { passes, advancedMs } = await settle(compute, { clock, agents: [agent] });
  * ```
  */
-export async function settle(compute: Compute, options: SettleOptions): Promise<SettleReport> {
+export async function settle(
+  compute: Pick<Compute, 'runDueWork' | 'database'>,
+  options: SettleOptions,
+): Promise<SettleReport> {
   const { clock } = options;
   const agents = options.agents ?? [];
   const maxPasses = options.maxPasses ?? 10_000;

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   type ApiClient,
   betterCompute,
+  type Clock,
   type Command,
   type Compute,
   type ComputeModule,
@@ -26,6 +27,7 @@ import {
   type Pki,
   pki,
   type QuorumConfig,
+  type SecretKeyInput,
   type SigningKeyPair,
   signToBase64Url,
 } from '@better-compute/pki';
@@ -67,10 +69,19 @@ export interface MetalSimOptions {
   metal?: MetalOptions;
   /** The destructive-batch quorum (pki's `quorum`). */
   quorum?: QuorumConfig;
-  /** Default: a fresh in-memory PGlite, closed by `sim.close()`. */
+  /**
+   * Default: a fresh in-memory PGlite, closed by `sim.close()`. Any other handle works too (a PostgreSQL database's,
+   * for workers in other processes: see {@link metalSimWorker}); the simulation never closes a handle it was given.
+   */
   database?: SqlDatabase;
   /** Default: `createFakeClock()`. */
   clock?: FakeClock;
+  /**
+   * pki's 32-byte at-rest key (64 hex digits, base64 or bytes). Default: a random one. Give the same key to a
+   * {@link metalSimWorker} in another process, so it reads the secrets the simulation stored (boot-entry tokens, BMC
+   * credentials, user data) and the simulation's agents read the ones it stores.
+   */
+  key?: SecretKeyInput;
   /** Where the compute logs; every line is also kept in `sim.logs`. */
   logger?: Logger;
 }
@@ -104,10 +115,27 @@ export interface SimWorker {
   close(): Promise<void>;
 }
 
+/**
+ * What {@link metalSimWorker} takes: the simulation's options that shape its compute (the same modules, plugins, steps,
+ * profiles, provision, metal and quorum options as the simulation's), and the database, pki key and clock it shares.
+ */
+export interface MetalSimWorkerOptions extends Omit<MetalSimOptions, 'database' | 'clock' | 'key' | 'install'> {
+  /** The simulation's database (its PostgreSQL database, through a handle of this process). */
+  database: SqlDatabase;
+  /** The simulation's pki key (`MetalSimOptions.key`). */
+  key: SecretKeyInput;
+  /** A clock that follows the simulation's (its fake clock's time, sent over by the test). */
+  clock: Clock;
+}
+
 /** What {@link MetalSim.settle} takes. */
 export interface MetalSimSettleOptions {
-  /** Run the work with this worker until it dies, then with the simulation's own compute (a fresh worker). */
-  worker?: SimWorker;
+  /**
+   * Run the work with this worker until it dies, then with the simulation's own compute (a fresh worker). A
+   * {@link SimWorker}, or anything that runs due work on the simulation's database (a worker in another process,
+   * whose `runDueWork` throws `WorkerCrashed` once that process is gone).
+   */
+  worker?: { readonly compute: Pick<Compute, 'runDueWork' | 'database'> };
   /** How far the clock may move (default 24 h). */
   horizonMs?: number;
 }
@@ -171,6 +199,67 @@ function recordingLogger(lines: string[], inner: Logger | undefined): Logger {
   return { debug: write('debug'), info: write('info'), warn: write('warn'), error: write('error') };
 }
 
+/**
+ * The composition a simulation's compute is built from: pki with `key`, metal, provision listing metal and the
+ * caller's modules and plugins. `build(sql)` makes a compute on a database handle; every compute it builds shares the
+ * same pki and module instances.
+ */
+function composeSim(
+  options: Omit<MetalSimOptions, 'database' | 'clock' | 'key' | 'logger' | 'install'>,
+  wiring: { key: SecretKeyInput; clock: Clock; logger?: Logger },
+) {
+  const { clock, logger } = wiring;
+  const security = pki({ key: wiring.key, clock, ...(options.quorum ? { quorum: options.quorum } : {}) });
+  const bareMetal = metal(options.metal ?? {});
+  // metal() registers its driver target once its module lists it; until then it rides on a module of its own.
+  const hasTarget = (bareMetal.extensions as readonly { id: string }[]).some((e) => e.id === metalBmcTarget.id);
+  const target: ComputeModule[] = hasTarget ? [] : [{ id: 'metal-sim-bmc', extensions: [metalBmcTarget] }];
+  const own = [...(options.modules ?? []), ...target];
+  const plugins = options.plugins ?? [];
+
+  let images: ProvisionModule['images'] | undefined;
+  const build = (sql: SqlDatabase) => {
+    const provision = provisionModule({
+      ...(options.provision ?? {}),
+      ...(options.steps ? { steps: options.steps } : {}),
+      ...(options.profiles ? { profiles: options.profiles } : {}),
+      modules: [bareMetal, ...own, ...plugins],
+    });
+    images ??= provision.images;
+    return betterCompute({
+      database: sql,
+      clock,
+      ...(logger ? { logger } : {}),
+      modules: [security.module, provision, bareMetal, ...own],
+      ...(plugins.length > 0 ? { plugins } : {}),
+      pki: security.port(),
+      secrets: security.secrets(sql),
+      attestation: security.attestation(),
+    });
+  };
+  return { security, build, images: () => images };
+}
+
+/**
+ * A compute built as {@link createMetalSim} builds its own (the same modules, and pki with the simulation's `key`) on
+ * another handle of the simulation's database: a worker in another process, which a test can kill (SIGKILL) while
+ * the simulation's agents, in the test's process, go on answering. Run its work with `runDueWork()` when the test
+ * says, on a clock that follows the simulation's fake clock; nothing runs by itself. It writes no rows of its own
+ * besides what `betterCompute` does at start-up (migrations already applied are skipped).
+ *
+ * @example
+ * ```ts
+ * // the test: const sim = await createMetalSim({ database, key }); … then, in the worker's process:
+ * let now = Number(process.env.SIM_NOW);
+ * const worker = await metalSimWorker({ database: createPostgresDatabase({ url }), key, clock: { now: () => new Date(now) } });
+ * process.on('message', async (m) => { now = m.now; process.send?.({ moved: await worker.runDueWork() }); });
+ * ```
+ */
+export function metalSimWorker(options: MetalSimWorkerOptions): Promise<Compute> {
+  const { database, key, clock, logger, ...rest } = options;
+  return composeSim(rest, { key, clock, ...(logger ? { logger } : {}) }).build(database);
+}
+
 const ok = (result: Json): SimOutcome => ({ outcome: 'succeed', result });
 const failed = (reason: string): SimOutcome => ({ outcome: 'fail', reason });
 
@@ -200,34 +289,8 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
   const clock = options.clock ?? createFakeClock();
   const logs: string[] = [];
   const logger = recordingLogger(logs, options.logger);
-  const security = pki({ key: randomBytes(32), clock, ...(options.quorum ? { quorum: options.quorum } : {}) });
-  const bareMetal = metal(options.metal ?? {});
-  // metal() registers its driver target once its module lists it; until then it rides on a module of its own.
-  const hasTarget = (bareMetal.extensions as readonly { id: string }[]).some((e) => e.id === metalBmcTarget.id);
-  const target: ComputeModule[] = hasTarget ? [] : [{ id: 'metal-sim-bmc', extensions: [metalBmcTarget] }];
-  const own = [...(options.modules ?? []), ...target];
-  const plugins = options.plugins ?? [];
-
-  let images: ProvisionModule['images'] | undefined;
-  const build = (sql: SqlDatabase) => {
-    const provision = provisionModule({
-      ...(options.provision ?? {}),
-      ...(options.steps ? { steps: options.steps } : {}),
-      ...(options.profiles ? { profiles: options.profiles } : {}),
-      modules: [bareMetal, ...own, ...plugins],
-    });
-    images ??= provision.images;
-    return betterCompute({
-      database: sql,
-      clock,
-      logger,
-      modules: [security.module, provision, bareMetal, ...own],
-      ...(plugins.length > 0 ? { plugins } : {}),
-      pki: security.port(),
-      secrets: security.secrets(sql),
-      attestation: security.attestation(),
-    });
-  };
+  const composed = composeSim(options, { key: options.key ?? randomBytes(32), clock, logger });
+  const { security, build } = composed;
 
   const compute = await build(database);
   const api = compute.api as unknown as MetalSimApi;
@@ -480,7 +543,7 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
       }
       const ref = `${input.name}@${input.version}`;
       const digest = `sha256:${createHash('sha256').update(ref).digest('hex')}`;
-      const catalog = images;
+      const catalog = composed.images();
       if (!catalog) throw new Error('metal sim: the provision module has no image catalog');
       await database.transaction((tx) =>
         catalog.register(tx, {

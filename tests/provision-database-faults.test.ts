@@ -329,6 +329,9 @@ describe.skipIf(!optedIn || 'missing' in binaries)('the engine on a PostgreSQL s
     };
     console.log(`database fault test: ${JSON.stringify(figures)}`);
 
+    // A long wait after the faults: the workflow's own timeline says which side held it.
+    if (stall.ms > 10_000) await reportStall(db, stall.subject, agents);
+
     expect(open).toBe(0);
     expect(states).toEqual([{ state: 'succeeded', n: ids.length }]);
     expect(spent[0]?.n).toBe(0);
@@ -391,6 +394,23 @@ async function reportFailed(db: SqlDatabase, ids: string[]): Promise<void> {
   }
 }
 
+/** The events and commands of the workflow that waited longest after the faults, with their times. */
+async function reportStall(db: SqlDatabase, subject: string, agents: StubbornAgents): Promise<void> {
+  const read = <R>(text: string, params: unknown[]) => retrying(() => db.query<R>(text, params)).then((r) => r.rows);
+  const workflowId = subject.replace(/^workflow\//, '');
+  const events = await read<{ at: Date; type: string; step: string | null }>(
+    "SELECT at, type, data->>'stepId' AS step FROM events WHERE subject = $1 ORDER BY seq",
+    [subject],
+  );
+  const commands = await read<{ key: string; state: string; created_at: Date; updated_at: Date; node_id: string }>(
+    'SELECT key, state, created_at, updated_at, node_id FROM commands WHERE workflow_id = $1 ORDER BY created_at',
+    [workflowId],
+  );
+  const nodes = new Set(commands.map((c) => c.node_id));
+  const agentErrors = [...nodes].map((node) => ({ node, lastError: agents.lastErrors.get(node) ?? null }));
+  console.log(`longest stall: ${JSON.stringify({ subject, events, commands, agentErrors })}`);
+}
+
 function describeError(error: unknown): string {
   if (isSqlError(error)) return `SqlError ${error.reason} ${error.sqlState ?? ''}: ${error.message}`;
   if (error instanceof Error) return `${error.name} ${(error as { code?: unknown }).code ?? ''}: ${error.message}`;
@@ -425,7 +445,7 @@ async function longestStallAfter(
   db: SqlDatabase,
   ids: string[],
   since: number,
-): Promise<{ ms: number; before: string }> {
+): Promise<{ ms: number; before: string; subject: string }> {
   const { rows } = await db.query<{ subject: string; at: Date; type: string; step: string | null }>(
     "SELECT subject, at, type, data->>'stepId' AS step FROM events WHERE subject = ANY($1::text[]) AND at > $2 ORDER BY subject, seq",
     [ids.map((id) => `workflow/${id}`), new Date(since)],
@@ -436,11 +456,11 @@ async function longestStallAfter(
     list.push({ at: row.at.getTime(), label: `${row.type}${row.step ? ` ${row.step}` : ''}` });
     bySubject.set(row.subject, list);
   }
-  let longest = { ms: 0, before: '' };
-  for (const events of bySubject.values()) {
+  let longest = { ms: 0, before: '', subject: '' };
+  for (const [subject, events] of bySubject) {
     let previous = since;
     for (const event of events) {
-      if (event.at - previous > longest.ms) longest = { ms: event.at - previous, before: event.label };
+      if (event.at - previous > longest.ms) longest = { ms: event.at - previous, before: event.label, subject };
       previous = event.at;
     }
   }

@@ -1,59 +1,15 @@
-// steps/render-iso.ts and the compute.ts wiring of steps-and-profiles.md, as written there.
-import { createHash, randomBytes } from 'node:crypto';
-import { betterCompute, definePlugin, manifest } from 'better-compute/core';
+// steps/render-iso.ts and profiles/ubuntu-autoinstall.ts of steps-and-profiles.md, wired as its compute.ts does.
+import { randomBytes } from 'node:crypto';
+import { betterCompute, definePlugin } from 'better-compute/core';
 import { createPgliteDatabase } from 'better-compute/core/pglite';
 import { pki } from 'better-compute/pki';
-import { defineProfile, defineStep, getWorkflow, provisionModule, renderTemplate } from 'better-compute/provision';
+import { defineProfile, getWorkflow, provisionModule } from 'better-compute/provision';
 import { createFakeClock, insertNode, insertSite, settle } from 'better-compute/testkit';
 import { describe, expect, it } from 'vitest';
+import { ubuntuAutoinstall } from './metal/profiles/ubuntu-autoinstall';
+import { publishedIsos, renderAutoinstallIso } from './metal/steps/render-iso';
 
-// What the sample leaves to the plugin author: the template and the ISO build behind the site cache.
-const autoinstallTemplate =
-  '#cloud-config\nautoinstall:\n  identity: { hostname: {{hostname}} }\n  late-commands: [ "bcd join --token-file /target/etc/bcd/token" ]\n# token: {{joinToken}}\n';
-const published = new Map<string, string>();
-async function publishIso(digest: string, userData: string): Promise<void> {
-  published.set(digest, userData);
-}
-
-export const renderAutoinstallIso = defineStep({
-  id: 'autoinstall.renderIso',
-  runsOn: 'control-plane',
-  timeout: '5m',
-  retrySafe: false,
-  input: manifest({}),
-  async run(_input, ctx) {
-    const node = ctx.node!;
-    const { token } = await ctx.sql.transaction((tx) =>
-      ctx.pki!.issueJoinToken(tx, {
-        tenantId: 'root',
-        role: 'provisioned',
-        siteId: node.siteId,
-        ttlSeconds: 7200,
-        maxUses: 1,
-      }),
-    );
-    const userData = renderTemplate(autoinstallTemplate, { hostname: node.id.replace(/_/g, '-'), joinToken: token });
-    const digest = createHash('sha256').update(userData).digest('hex');
-    await publishIso(digest, userData); // your ISO build and storage behind the site cache
-    return { url: `https://cache.site-a/autoinstall/${digest}.iso` };
-  },
-});
-
-// profiles/ubuntu-autoinstall.ts (its media, management and power steps come with metal).
-export const ubuntuAutoinstall = defineProfile({
-  id: 'ubuntu-24.04-autoinstall',
-  version: 1,
-  target: 'metal',
-  role: 'host',
-  steps: [
-    { use: 'autoinstall.renderIso' },
-    { use: 'media.insert', on: 'site', with: { fromStep: 'autoinstall.renderIso' } },
-    { use: 'management.setBootDevice', on: 'site', with: { device: 'cd' } },
-    { use: 'power.setPower', on: 'site', with: { action: 'cycle' } },
-    { use: 'wait.agentJoined', with: { role: 'node' } },
-    { use: 'media.eject', on: 'site' },
-  ],
-});
+// The page's step and profile, as written there, live in ./metal (shared with the metal samples and the walkthrough).
 const renderOnly = defineProfile({
   id: 'autoinstall-render',
   version: 1,
@@ -89,7 +45,7 @@ describe('the autoinstall samples', () => {
       );
       await settle(compute, { clock });
       const wf = await getWorkflow(database, { workflowId: id });
-      const [digest, userData] = [...published.entries()][0] ?? [];
+      const [digest, userData] = [...publishedIsos.entries()][0] ?? [];
       expect(wf.steps[0]?.result).toEqual({ url: `https://cache.site-a/autoinstall/${digest}.iso` });
       expect(userData).toContain(`hostname: ${nodeId.replace(/_/g, '-')}`);
       expect(userData).toMatch(/# token: tok_/);

@@ -94,7 +94,7 @@ class PostgresTransaction implements SqlExecutor {
 
 /**
  * Runs `fn` in a scope the driver opens and closes (a transaction, a savepoint). What `fn` throws passes through
- * (a database error it met is a SqlError already). Anything else failed around it, in the driver's own statements or
+ * (a database error it met is a SqlError already), even when the rollback after it failed too. Anything else failed around it, in the driver's own statements or
  * bookkeeping: a known error is classified, and an unknown one is `connection-lost` too, since the scope's outcome is
  * unknown to the caller exactly as when its connection is lost (and a caller retries that).
  */
@@ -116,7 +116,8 @@ async function scoped<T>(
     if (limits.queryTimeoutMs === 0) return await open(run);
     return await boundedScope(open, run, limits.queryTimeoutMs);
   } catch (err) {
-    if (own !== undefined && err === own.error) throw classifyDriverError(err);
+    // The callback failed: nothing of the scope was committed, whatever its rollback met, so its error is the answer.
+    if (own !== undefined) throw classifyDriverError(own.error);
     throw driverFailure(err);
   }
 }

@@ -1,4 +1,5 @@
 import { defineProfile } from '@better-compute/provision';
+import { BOOT_FROM_DISK, BOOT_RAMDISK } from './common-steps';
 
 /**
  * `metal.deploy-image`: deploys a catalog image through the ramdisk: boot the ramdisk, render the cloud-init user
@@ -20,15 +21,10 @@ export const metalDeployImage = defineProfile({
   description: 'Writes a catalog image and cloud-init user data from the ramdisk, kexecs into it and waits for it.',
   userData: { kind: 'cloud-init' },
   steps: [
-    { use: 'metal.ensureRamdisk', on: 'site', name: 'boot the ramdisk' },
+    BOOT_RAMDISK,
     { use: 'userdata.render', name: 'render the user data' },
     { use: 'deploy.deploy', on: 'ramdisk', name: 'write the image and the user data' },
-    {
-      use: 'management.setBootDevice',
-      on: 'site',
-      name: 'boot from disk from now on',
-      with: { device: 'disk', persistent: true },
-    },
+    BOOT_FROM_DISK,
     {
       use: 'boot.kexec',
       on: 'ramdisk',
@@ -60,15 +56,10 @@ export const metalDeployTalos = defineProfile({
   description: 'Writes a Talos image and its machine config from the ramdisk, boots it and waits for the Talos API.',
   userData: { kind: 'talos' },
   steps: [
-    { use: 'metal.ensureRamdisk', on: 'site', name: 'boot the ramdisk' },
+    BOOT_RAMDISK,
     { use: 'userdata.render', name: 'render the Talos machine config' },
     { use: 'deploy.deploy', on: 'ramdisk', name: 'write the image and the machine config' },
-    {
-      use: 'management.setBootDevice',
-      on: 'site',
-      name: 'boot from disk from now on',
-      with: { device: 'disk', persistent: true },
-    },
+    BOOT_FROM_DISK,
     { use: 'power.setPower', on: 'site', name: 'boot Talos', with: { action: 'cycle' } },
     { use: 'metal.talosReady', on: 'site', name: 'wait for the Talos API', timeout: '20m' },
   ],

@@ -1,12 +1,5 @@
-import { defineProfile, type ProfileStep } from '@better-compute/provision';
-
-const POWER_OFF: ProfileStep = {
-  use: 'power.setPower',
-  on: 'site',
-  name: 'power the machine off',
-  with: { action: 'off' },
-  onFailure: 'continue',
-};
+import { defineProfile } from '@better-compute/provision';
+import { BOOT_RAMDISK, POWER_OFF } from './common-steps';
 
 /**
  * `metal.enroll`: the BMC answers with its credential and the machine's power state is read (`power.getPower`
@@ -39,10 +32,7 @@ export const metalInspect = defineProfile({
   version: 1,
   target: 'metal',
   description: 'Boots the ramdisk and records the hardware inventory as facts and labels.',
-  steps: [
-    { use: 'metal.ensureRamdisk', on: 'site', name: 'boot the ramdisk' },
-    { use: 'inspect.collect', on: 'ramdisk', name: 'collect the hardware inventory' },
-  ],
+  steps: [BOOT_RAMDISK, { use: 'inspect.collect', on: 'ramdisk', name: 'collect the hardware inventory' }],
   cleanup: [POWER_OFF],
 });
 
@@ -64,7 +54,7 @@ export const metalCommission = defineProfile({
   description: 'Inspects, reads firmware and BIOS, runs GPU diagnostics and a burn-in, and checks the hardware after.',
   drivers: { firmware: { name: 'redfish' }, bios: { name: 'redfish' } },
   steps: [
-    { use: 'metal.ensureRamdisk', on: 'site', name: 'boot the ramdisk' },
+    BOOT_RAMDISK,
     { use: 'inspect.collect', on: 'ramdisk', name: 'collect the hardware inventory' },
     { use: 'firmware.getInventory', on: 'site', name: 'read the firmware versions', onFailure: 'continue' },
     { use: 'bios.getSettings', on: 'site', name: 'read the BIOS settings', onFailure: 'continue' },
@@ -104,7 +94,7 @@ export const metalRelease = defineProfile({
   target: 'metal',
   description: "Boots the ramdisk, wipes the disks (verified by the machine's signature) and powers off.",
   steps: [
-    { use: 'metal.ensureRamdisk', on: 'site', name: 'boot the ramdisk' },
+    BOOT_RAMDISK,
     { use: 'disk.wipe', on: 'ramdisk', name: 'wipe the disks', with: { mode: 'quick' } },
     { use: 'power.setPower', on: 'site', name: 'power the machine off', with: { action: 'off' } },
   ],

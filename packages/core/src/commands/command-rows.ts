@@ -2,7 +2,14 @@ import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import type { Command, CommandState } from './types';
 
-/** A `commands` row as the database returns it. */
+/**
+ * A `commands` row as the database returns it (`SELECT c.* FROM commands c …`).
+ *
+ * @example
+ * ```ts
+ * const { rows } = await sql.query<CommandRow>('SELECT * FROM commands WHERE node_id = $1', [nodeId]);
+ * ```
+ */
 export interface CommandRow {
   id: string;
   tenant_id: string;
@@ -37,7 +44,15 @@ export function bytesParam(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** A stored row as a {@link Command}, leaving absent optional fields out. */
+/**
+ * A stored row as a {@link Command}, leaving absent optional fields out: for a module that reads commands in a
+ * statement of its own (with the rows it needs besides them) rather than through the queue.
+ *
+ * @example
+ * ```ts
+ * const commands = rows.map(toCommand); // rows of `SELECT c.* FROM commands c …`
+ * ```
+ */
 export function toCommand(row: CommandRow): Command {
   const command: Command = {
     id: row.id,

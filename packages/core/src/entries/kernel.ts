@@ -21,6 +21,7 @@ export { inputJsonSchema, listApiMethods } from '../api';
 export { addMs, systemClock } from '../clock';
 export {
   assertCommandTransition,
+  type CommandRow,
   type CommandStaging,
   createCommandKindRegistry,
   isCommandDue,
@@ -29,6 +30,7 @@ export {
   MAX_COMMAND_REASON_LENGTH,
   MAX_POLL_LIMIT,
   OPEN_COMMAND_STATES,
+  toCommand,
 } from '../commands';
 export {
   type CommitChange,

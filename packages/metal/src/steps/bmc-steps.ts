@@ -43,7 +43,7 @@ export const setPower = defineStep({
   input: manifest({ action: field.enum(POWER_ACTIONS).describe('What to do with the power.') }),
   description: "Sets the machine's power (on, off, soft-off, cycle, reset) through its BMC.",
   async run(input, ctx) {
-    const machine = await machineForStep(ctx, 'power.setPower');
+    const machine = await machineForStep(ctx, 'power.setPower', { keys: ['power'] });
     const sent = await invokeDriver(ctx, machine, {
       operation: 'power.setPower',
       input: { action: input.action },
@@ -73,7 +73,7 @@ export const getPower = defineStep({
   input: manifest({}),
   description: "Reads the machine's power state through its BMC.",
   async run(_input, ctx) {
-    const machine = await machineForStep(ctx, 'power.getPower');
+    const machine = await machineForStep(ctx, 'power.getPower', { keys: ['power-state'] });
     const sent = await invokeDriver(ctx, machine, { operation: 'power.getPower', input: {}, key: 'power-state' });
     const answer = relayed(sent, 'power.getPower');
     const state = (answer.result as { state?: unknown } | null)?.state;
@@ -108,7 +108,7 @@ export const setBootDevice = defineStep({
   }),
   description: 'Sets the boot device of the next boot (or every boot) through the BMC.',
   async run(input, ctx) {
-    const machine = await machineForStep(ctx, 'management.setBootDevice');
+    const machine = await machineForStep(ctx, 'management.setBootDevice', { keys: ['boot-device'] });
     const sent = await invokeDriver(ctx, machine, {
       operation: 'management.setBootDevice',
       input: { device: input.device, persistent: input.persistent },
@@ -191,7 +191,7 @@ export const mediaInsert = defineStep({
       });
     }
     const url = checkMediaUrl(input.url ?? (await urlFromStep(ctx, input.fromStep as string)));
-    const machine = await machineForStep(ctx, 'media.insert');
+    const machine = await machineForStep(ctx, 'media.insert', { keys: ['media'] });
     const sent = await invokeDriver(ctx, machine, {
       operation: 'virtual-media.insert',
       input: { url, device: input.device },
@@ -219,7 +219,7 @@ export const mediaEject = defineStep({
   input: manifest({ device: field.enum(['cd', 'usb']).default('cd') }),
   description: 'Ejects the virtual media through the BMC.',
   async run(input, ctx) {
-    const machine = await machineForStep(ctx, 'media.eject');
+    const machine = await machineForStep(ctx, 'media.eject', { keys: ['media'] });
     const sent = await invokeDriver(ctx, machine, {
       operation: 'virtual-media.eject',
       input: { device: input.device },

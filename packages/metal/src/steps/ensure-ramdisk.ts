@@ -9,6 +9,7 @@ import {
   stepCommandKey,
   stepNotReady,
 } from '@better-compute/provision';
+import { sentCommand } from './machine-read';
 import { invokeDriver, type MetalMachine, machineForStep, RELAY_POLL_MS, siteRelayAgent } from './relay';
 
 /** How long the join token of a ramdisk boot entry lives, unless the profile step says otherwise: one hour. */
@@ -20,21 +21,6 @@ function missingPort(name: 'pki' | 'secrets'): ComputeError {
     `metal.ensureRamdisk needs ctx.${name} to mint the ramdisk's join token: pass ${name} to betterCompute`,
     { details: { path: [name] } },
   );
-}
-
-async function machineMacs(ctx: StepContext, nodeId: string): Promise<string[]> {
-  const { rows } = await ctx.sql.query<{ mac: string }>('SELECT mac FROM metal_macs WHERE node_id = $1 ORDER BY mac', [
-    nodeId,
-  ]);
-  return rows.map((row) => row.mac);
-}
-
-async function workflowStartedAt(ctx: StepContext): Promise<Date> {
-  const { rows } = await ctx.sql.query<{ at: Date | string }>(
-    'SELECT COALESCE(started_at, created_at) AS at FROM workflows WHERE id = $1',
-    [ctx.workflowId],
-  );
-  return new Date(rows[0]?.at ?? 0);
 }
 
 /**
@@ -62,21 +48,28 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
 }
 
 /**
- * One boot entry, find before create: an entry already sent under its key is only waited for; a missing one gets a
- * fresh single-use `node` join token bound to the machine and expecting that MAC, stored with `ctx.secrets` so only
- * its reference travels. A crash between minting and sending leaves an unused token to expire and its secret behind
- * (the secrets of the entries sent are deleted once the ramdisk joined).
+ * Mints what the boot entries not sent yet carry: a fresh single-use `node` join token per MAC, bound to the machine
+ * and expecting that MAC, all in one transaction, each then stored with `ctx.secrets` so only its reference travels
+ * (in the site agent's tenant: the agent fetches it through the command that carries the reference). A crash between
+ * minting and sending leaves unused tokens to expire and their secrets behind (the secrets of the entries sent are
+ * deleted once the ramdisk joined). Returns the reference per MAC.
  */
-async function bootEntry(ctx: StepContext, machine: MetalMachine, agentNodeId: string, mac: string, ttl: number) {
-  const key = `boot-entry:${mac}`;
-  const existing = await ctx.commands.findByKey(ctx.sql, agentNodeId, stepCommandKey(ctx, key));
-  let tokenRef: string | undefined;
-  if (!existing) {
-    const { pki, secrets } = ctx;
-    if (!pki) throw missingPort('pki');
-    if (!secrets) throw missingPort('secrets');
-    const minted = await ctx.sql.transaction((tx) =>
-      pki.issueJoinToken(tx, {
+async function mintBootTokens(
+  ctx: StepContext,
+  machine: MetalMachine,
+  agentNodeId: string,
+  macs: readonly string[],
+  ttl: number,
+): Promise<Map<string, string>> {
+  const refs = new Map<string, string>();
+  if (macs.length === 0) return refs;
+  const { pki, secrets } = ctx;
+  if (!pki) throw missingPort('pki');
+  if (!secrets) throw missingPort('secrets');
+  const minted = await ctx.sql.transaction(async (tx) => {
+    const tokens: string[] = [];
+    for (const mac of macs) {
+      const token = await pki.issueJoinToken(tx, {
         tenantId: machine.tenantId,
         role: 'node',
         nodeId: machine.nodeId,
@@ -84,19 +77,47 @@ async function bootEntry(ctx: StepContext, machine: MetalMachine, agentNodeId: s
         ttlSeconds: ttl,
         maxUses: 1,
         expect: { mac },
-      }),
-    );
-    // The site agent fetches the token through the command that carries its reference, in the agent's own tenant.
-    const agent = await getNode(ctx.sql, agentNodeId);
-    tokenRef = await secrets.put(agent?.tenantId ?? machine.tenantId, minted.token);
-  }
-  return awaitCommand(ctx, {
-    nodeId: agentNodeId,
-    kind: 'site.bootEntry',
-    key,
-    targetNodeId: machine.nodeId,
-    payload: { mac, mode: 'ramdisk', ...(tokenRef ? { tokenRef } : {}) },
+      });
+      tokens.push(token.token);
+    }
+    return tokens;
   });
+  const agentTenant =
+    machine.sent?.agentTenants.get(agentNodeId) ?? (await getNode(ctx.sql, agentNodeId))?.tenantId ?? machine.tenantId;
+  for (const [index, mac] of macs.entries()) refs.set(mac, await secrets.put(agentTenant, minted[index] as string));
+  return refs;
+}
+
+/**
+ * The boot entries, find before create: an entry already sent under its key (`boot-entry:<mac>`, found by the
+ * machine's read) is only waited for, first, so one that failed fails the step before anything is minted; the
+ * missing ones get their tokens minted together, then each is sent. Throws `stepNotReady` while any is open.
+ */
+async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId: string, ttl: number) {
+  const macs = machine.macs ?? [];
+  const found = new Map(macs.map((mac) => [mac, sentCommand(ctx, machine, agentNodeId, `boot-entry:${mac}`)]));
+  let open = false;
+  const entry = async (mac: string, tokenRef: string | undefined) => {
+    const command = found.get(mac);
+    try {
+      await awaitCommand(ctx, {
+        nodeId: agentNodeId,
+        kind: 'site.bootEntry',
+        key: `boot-entry:${mac}`,
+        targetNodeId: machine.nodeId,
+        payload: { mac, mode: 'ramdisk', ...(tokenRef ? { tokenRef } : {}) },
+        ...(command === undefined ? {} : { found: command }),
+      });
+    } catch (error) {
+      if (!isStepNotReady(error)) throw error;
+      open = true;
+    }
+  };
+  for (const mac of macs) if (found.get(mac)) await entry(mac, undefined);
+  const missing = macs.filter((mac) => !found.get(mac));
+  const refs = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
+  for (const mac of missing) await entry(mac, refs.get(mac));
+  if (open) throw stepNotReady(RELAY_POLL_MS);
 }
 
 /**
@@ -131,8 +152,12 @@ export const ensureRamdisk = defineStep({
   description:
     'PXE-boots the machine into the ramdisk (one-time boot device, boot entries, power cycle) and waits for it.',
   async run(input, ctx) {
-    const machine = await machineForStep(ctx, 'metal.ensureRamdisk');
-    const macs = await machineMacs(ctx, machine.nodeId);
+    // One read per pass: the machine, its MACs, when the workflow started and every command this attempt sent.
+    const machine = await machineForStep(ctx, 'metal.ensureRamdisk', {
+      keys: ['boot-device', 'power-cycle'],
+      perMac: 'boot-entry:',
+    });
+    const macs = machine.macs ?? [];
     if (macs.length === 0) {
       throw new ComputeError('INVALID_STATE', `machine ${machine.nodeId} has no MAC to PXE-boot`, {
         details: { path: ['macs'], reason: 'no-macs' },
@@ -145,23 +170,14 @@ export const ensureRamdisk = defineStep({
       key: 'boot-device',
       agentNodeId,
     });
-    let open = false;
-    for (const mac of macs) {
-      try {
-        await bootEntry(ctx, machine, agentNodeId, mac, input.tokenTtlSeconds);
-      } catch (error) {
-        if (!isStepNotReady(error)) throw error;
-        open = true;
-      }
-    }
-    if (open) throw stepNotReady(RELAY_POLL_MS);
+    await bootEntries(ctx, machine, agentNodeId, input.tokenTtlSeconds);
     await invokeDriver(ctx, machine, {
       operation: 'power.setPower',
       input: { action: 'cycle' },
       key: 'power-cycle',
       agentNodeId,
     });
-    const since = await workflowStartedAt(ctx);
+    const since = machine.workflowStartedAt ?? new Date(0);
     const session = await currentAgentSession(ctx.sql, machine.nodeId, { now: ctx.clock.now() });
     if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
       throw stepNotReady(5_000);

@@ -1,44 +1,56 @@
-import { type CommandQueue, ComputeError, type ModuleContext, type PkiPort } from '@better-compute/core';
+import {
+  type CommandQueue,
+  ComputeError,
+  type ModuleContext,
+  type NewCommand,
+  type PkiPort,
+} from '@better-compute/core';
+import type { CommandStaging } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
 
 /**
- * The command queue a step sees: every command it enqueues carries the workflow, the step and a wake of the workflow,
- * and a step that declared `sends` may enqueue only those kinds (any other is INVALID_CONFIG).
+ * The command queue a step sees: every command it enqueues (or stages for a one-statement send) carries the workflow,
+ * the step and a wake of the workflow, and a step that declared `sends` may enqueue only those kinds (any other is
+ * INVALID_CONFIG).
  */
 function stepCommands(
-  commands: CommandQueue,
+  commands: CommandQueue & Partial<CommandStaging>,
   request: RunRequest,
   sends: readonly string[] | undefined,
   signal: AbortSignal,
-): CommandQueue {
+): CommandQueue & Partial<CommandStaging> {
+  const own = (command: NewCommand): NewCommand => {
+    // The engine stopped waiting for this run (its deadline passed, or the worker is stopping): whatever it still
+    // does, it sends nothing, since a later attempt may already send under its own key.
+    if (signal.aborted) {
+      throw new ComputeError('TIMEOUT', `step ${request.action} can no longer send: its run was abandoned`, {
+        details: { path: ['kind'] },
+      });
+    }
+    if (sends && !sends.includes(command.kind)) {
+      throw new ComputeError(
+        'INVALID_CONFIG',
+        `step ${request.action} enqueued ${command.kind}, which it does not declare in sends (${sends.join(', ')})`,
+        { details: { path: ['kind'], kind: command.kind, sends: [...sends] } },
+      );
+    }
+    return {
+      workflowId: request.workflowId,
+      stepId: request.stepId,
+      wake: { kind: WORKFLOW_WORK_KIND, key: request.key },
+      ...command,
+    };
+  };
+  const stage = commands.stage?.bind(commands);
   return {
     get: (sql, id) => commands.get(sql, id),
     findByKey: (sql, nodeId, key) => commands.findByKey(sql, nodeId, key),
     cancel: (tx, id, reason) => commands.cancel(tx, id, reason),
-    enqueue(tx, command) {
-      // The engine stopped waiting for this run (its deadline passed, or the worker is stopping): whatever it still
-      // does, it sends nothing, since a later attempt may already send under its own key.
-      if (signal.aborted) {
-        throw new ComputeError('TIMEOUT', `step ${request.action} can no longer send: its run was abandoned`, {
-          details: { path: ['kind'] },
-        });
-      }
-      if (sends && !sends.includes(command.kind)) {
-        throw new ComputeError(
-          'INVALID_CONFIG',
-          `step ${request.action} enqueued ${command.kind}, which it does not declare in sends (${sends.join(', ')})`,
-          { details: { path: ['kind'], kind: command.kind, sends: [...sends] } },
-        );
-      }
-      return commands.enqueue(tx, {
-        workflowId: request.workflowId,
-        stepId: request.stepId,
-        wake: { kind: WORKFLOW_WORK_KIND, key: request.key },
-        ...command,
-      });
-    },
+    enqueue: async (tx, command) => commands.enqueue(tx, own(command)),
+    // Staging checks the same and adds the same, so a send that commits by one statement is the enqueue it replaces.
+    ...(stage ? { stage: async (command: NewCommand) => stage(own(command)) } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
-import { type Command, ComputeError, type Json } from '@better-compute/core';
-import { addMs } from '@better-compute/core/kernel';
+import { type Command, ComputeError, type Json, type NewCommand } from '@better-compute/core';
+import { addMs, type CommandStaging, commit, isCommandDue } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
 import { stepNotReady } from '../engine/step-not-ready';
@@ -16,6 +16,12 @@ export interface AwaitCommandInput {
   timeoutMs?: number;
   /** The machine a site agent acts on, for commands relayed through the site. */
   targetNodeId?: string;
+  /**
+   * The command under this key on `nodeId` as the step already read it in this run (`null`: it read and found none),
+   * so a step that reads its commands together does not pay a lookup per command. Left out, awaitCommand looks it up.
+   * A command found open past its `notAfter` is read again (and so expired) before it is judged.
+   */
+  found?: Command | null;
 }
 
 /** A succeeded command as {@link awaitCommand} returns it: the agent's raw result bytes and its signed claim. */
@@ -34,11 +40,32 @@ function commandEnded(command: Command): ComputeError {
   });
 }
 
+// The gate of the one-statement send: it writes nothing itself, and holds while the worker holds its shard (the
+// commit adds the fence and that the node exists to its guard).
+const SEND_GATE = { name: 'step_send', sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}` };
+
 /**
- * Find-before-create for a step's command: looks it up by `wf:<id>:<step>#<attempt>[:<key>]` on that node, enqueues
- * it only if absent (with `notAfter` now plus `timeoutMs`, and the workflow's batch on destructive kinds only), then
- * throws `stepNotReady(2000)` while it is open, returns `{ commandId, result, attested }` once it succeeded, and
- * throws `DRIVER_ERROR` with the state and reason once it failed, was rejected, expired or was cancelled.
+ * Sends a command absent a moment ago: in one statement, fenced by the worker's lease like a transaction, when the
+ * queue can stage it; else (a command policy applies, as the quorum does to destructive kinds; its key got taken
+ * meanwhile; the node is missing; a queue without staging) through `enqueue` in a transaction, which is
+ * find-before-create and runs the policies. Undefined when the one statement wrote it (it is `pending`).
+ */
+async function send(ctx: StepContext, command: NewCommand): Promise<Command | undefined> {
+  const queue = ctx.commands as StepContext['commands'] & Partial<CommandStaging>;
+  if (queue.stage) {
+    const written = await commit(ctx, { changes: [SEND_GATE], command });
+    if (written.status === 'committed') return undefined;
+    if (written.status === 'refused') throw written.error;
+  }
+  return ctx.sql.transaction((tx) => ctx.commands.enqueue(tx, command));
+}
+
+/**
+ * Find-before-create for a step's command: looks it up by `wf:<id>:<step>#<attempt>[:<key>]` on that node (or takes
+ * `found`, what the step already read), enqueues it only if absent (with `notAfter` now plus `timeoutMs`, and the
+ * workflow's batch on destructive kinds only), then throws `stepNotReady(2000)` while it is open, returns
+ * `{ commandId, result, attested }` once it succeeded, and throws `DRIVER_ERROR` with the state and reason once it
+ * failed, was rejected, expired or was cancelled.
  *
  * @example
  * ```ts
@@ -53,20 +80,23 @@ export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): 
       details: { path: ['timeoutMs'] },
     });
   }
-  let command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
+  let command = input.found === undefined ? await ctx.commands.findByKey(ctx.sql, input.nodeId, key) : input.found;
+  // What the step read may be open past its deadline: the queue's own read expires it (lazy expiry, as findByKey).
+  if (command && isCommandDue(command, ctx.clock.now())) {
+    command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
+  }
   if (!command) {
     const destructive = ctx.commandKinds.get(input.kind)?.definition.destructive === true;
-    command = await ctx.sql.transaction((tx) =>
-      ctx.commands.enqueue(tx, {
-        nodeId: input.nodeId,
-        kind: input.kind,
-        payload: input.payload,
-        key,
-        notAfter: addMs(ctx.clock.now(), timeoutMs),
-        ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
-        ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
-      }),
-    );
+    command = await send(ctx, {
+      nodeId: input.nodeId,
+      kind: input.kind,
+      payload: input.payload,
+      key,
+      notAfter: addMs(ctx.clock.now(), timeoutMs),
+      ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
+      ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
+    });
+    if (!command) throw stepNotReady(ENGINE_DEFAULTS.commandStepPollMs);
   }
   if (OPEN.has(command.state)) throw stepNotReady(ENGINE_DEFAULTS.commandStepPollMs);
   if (command.state !== 'succeeded') throw commandEnded(command);

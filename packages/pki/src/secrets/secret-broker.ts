@@ -61,17 +61,15 @@ export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Re
           details: { path: ['value'] },
         });
       }
-      const tenant = await sql.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
-      if (tenant.rowCount === 0)
-        throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
       const id = newId('sec');
       const sealed = seal(deps.key, context(id, tenantId), new TextEncoder().encode(value));
-      await sql.query('INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at) VALUES ($1, $2, $3, $4)', [
-        id,
-        tenantId,
-        sealed,
-        deps.clock.now(),
-      ]);
+      // One statement: stored only in a tenant that exists.
+      const { rowCount } = await sql.query(
+        `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+         SELECT $1::text, $2::text, $3::text, $4::timestamptz WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)`,
+        [id, tenantId, sealed, deps.clock.now()],
+      );
+      if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
       return id;
     },
     async resolve(ref) {

@@ -45,6 +45,33 @@ function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
+const INSERT_TOKEN = `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id, secret_hash, expect,
+    max_uses, uses, expires_at, created_at)
+  SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::jsonb, $9::int, 0,
+    $10::timestamptz, $11::timestamptz
+  WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)
+    AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM sites WHERE id = $5 AND tenant_id = $2))
+    AND ($6::text IS NULL OR EXISTS (SELECT 1 FROM nodes WHERE id = $6 AND tenant_id = $2))`;
+
+/** NOT_FOUND naming what a token would name that does not exist (its tenant, its site, its node, in that order). */
+async function checkTokenPlace(
+  tx: SqlExecutor,
+  tenantId: string,
+  siteId: string | undefined,
+  nodeId: string | undefined,
+): Promise<void> {
+  const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
+  if (tenant.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
+  if (siteId) {
+    const site = await tx.query('SELECT 1 FROM sites WHERE id = $1 AND tenant_id = $2', [siteId, tenantId]);
+    if (site.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such site', { details: { path: ['siteId'] } });
+  }
+  if (nodeId) {
+    const node = await getNode(tx, nodeId, { tenantId });
+    if (!node) throw new ComputeError('NOT_FOUND', 'no such node', { details: { path: ['nodeId'] } });
+  }
+}
+
 /**
  * Mints a join token: `<id>.<secret>`, where the id (`tok_…`) finds the row and only the SHA-256 of the 256-bit
  * secret is stored. `maxUses` left out means any number of joins until `ttlSeconds` (1 s to 30 days) pass. `site`
@@ -84,36 +111,30 @@ export async function issueJoinToken(
   if (role === 'node' && !nodeId) {
     throw new ComputeError('INVALID_INPUT', 'a node token names the node it binds', { details: { path: ['nodeId'] } });
   }
-  const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [tenantId]);
-  if (tenant.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
-  if (siteId) {
-    const site = await tx.query('SELECT 1 FROM sites WHERE id = $1 AND tenant_id = $2', [siteId, tenantId]);
-    if (site.rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such site', { details: { path: ['siteId'] } });
-  }
-  if (nodeId) {
-    const node = await getNode(tx, nodeId, { tenantId });
-    if (!node) throw new ComputeError('NOT_FOUND', 'no such node', { details: { path: ['nodeId'] } });
-  }
   const id = newId('tok');
   const secret = randomBytes(32).toString('base64url');
   const now = deps.clock.now();
-  await tx.query(
-    `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id, secret_hash, expect, max_uses, uses, expires_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, 0, $10, $11)`,
-    [
-      id,
-      tenantId,
-      role,
-      poolId ?? null,
-      siteId ?? null,
-      nodeId ?? null,
-      hashSecret(secret),
-      expect ? JSON.stringify(expect) : null,
-      maxUses,
-      new Date(now.getTime() + ttlSeconds * 1000),
-      now,
-    ],
-  );
+  const row = [
+    id,
+    tenantId,
+    role,
+    poolId ?? null,
+    siteId ?? null,
+    nodeId ?? null,
+    hashSecret(secret),
+    expect ? JSON.stringify(expect) : null,
+    maxUses,
+    new Date(now.getTime() + ttlSeconds * 1000),
+    now,
+  ];
+  // One statement: the row goes in only when the tenant, and the site and node it names in that tenant, exist; when
+  // it did not, the checks below say which was missing (a tenant, site or node created meanwhile: the insert again).
+  if ((await tx.query(INSERT_TOKEN, row)).rowCount === 0) {
+    await checkTokenPlace(tx, tenantId, siteId, nodeId);
+    if ((await tx.query(INSERT_TOKEN, row)).rowCount === 0) {
+      throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
+    }
+  }
   return { id, token: `${id}.${secret}` };
 }
 

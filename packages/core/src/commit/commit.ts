@@ -8,6 +8,8 @@ import type { SqlExecutor } from '../sql/executor';
 import { isSqlError } from '../sql/sql-error';
 import { fencedError, leaseFenceParams, leaseFenceSql, type ShardLease } from '../work/fenced-executor';
 import { requeueItemSql } from '../work/finish';
+import type { WorkQueue, WorkRequest } from '../work/types';
+import { canWriteWake, workEnqueueSql } from '../work/work-queue';
 import { checkChangeName } from './params';
 
 /** What one change's SQL is built with. */
@@ -59,6 +61,12 @@ export interface CommitRequest {
   readonly command?: NewCommand;
   /** Requeue the pass's own work item (`ctx.item`) at this time, in the same statement. */
   readonly requeue?: Date;
+  /**
+   * Queue a work item (another reconciler's, such as a workflow's owner) as `ctx.work.enqueue` would, written with the
+   * changes: in the statement when the context's work queue is the kernel's, else enqueued in the caller's transaction
+   * (without one, the commit is `needs-transaction`, reason `unstaged`).
+   */
+  readonly wake?: WorkRequest;
 }
 
 /** How a commit went. `row` is what the gate returned. */
@@ -89,6 +97,8 @@ export interface CommitContext {
   readonly clock: { now(): Date };
   readonly commands: CommandQueue & Partial<CommandStaging>;
   readonly events: EventBus & Partial<EventStaging>;
+  /** The work queue a commit's `wake` goes to (a module context's `work`). */
+  readonly work?: WorkQueue;
   readonly item?: { readonly kind: string; readonly key: string };
   /** The worker's shard lease (a worker's `ctx.lease`): the statement written without `tx` is fenced by it. */
   readonly lease?: ShardLease;
@@ -98,6 +108,8 @@ interface Built {
   text: string;
   params: unknown[];
   fenced: boolean;
+  /** Whether the statement queues the request's `wake` itself. */
+  woke: boolean;
 }
 
 function build(
@@ -147,11 +159,21 @@ function build(
   }
   if (events.length > 0)
     parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(events)), written)})`);
+  // The wake's NOTIFY is selected once from its CTE (and delivered at commit), as the work queue's own enqueue does.
+  let woken = '';
+  const wake =
+    request.wake && ctx.work && canWriteWake(ctx.work)
+      ? workEnqueueSql(ctx.work, request.wake, { bind, now: at(), condition: written, name: 'woken' }, now)
+      : undefined;
+  if (wake) {
+    parts.push(`woken AS (${wake.cte})`);
+    woken = `${wake.notify} AS commit_woken, `;
+  }
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
-SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, g.*
+SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}g.*
 FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
-  return { text, params, fenced: lease !== undefined };
+  return { text, params, fenced: lease !== undefined, woke: wake !== undefined };
 }
 
 async function run<R>(
@@ -160,7 +182,7 @@ async function run<R>(
   built: Built,
 ): Promise<{ written: boolean; row: R | undefined }> {
   const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
-  const { commit_written, commit_held, ...row } = rows[0] ?? {};
+  const { commit_written, commit_held, commit_woken: _woken, ...row } = rows[0] ?? {};
   const { lease } = ctx;
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;
@@ -168,14 +190,15 @@ async function run<R>(
 }
 
 /**
- * Commits a reconciler's decision: the module's own changes, the events, at most one command and the requeue of the
- * pass's work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
+ * Commits a reconciler's decision: the module's own changes, the events, at most one command, the requeue of the
+ * pass's work item and the wake of another work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
  * fenced by the worker's shard lease when there is one (`ctx.lease`, which a worker sets; INVALID_STATE `fenced`
  * when it is no longer held), the command and the events staged ({@link CommandStaging}, {@link EventStaging}) and
  * inserted by the same statement, everything gated on the first change. With `tx` (a transaction the caller opened,
  * fenced by the worker's executor already), the command is enqueued there with its policies (`commands.enqueue`,
  * find-before-create), then the statement runs without a fence (events published in `tx` after it when the bus cannot
- * stage). A refused command is reported, never thrown, and nothing of the commit is written.
+ * stage). A refused command is reported, never thrown, and nothing of the commit is written. The `wake` is part of the
+ * statement whenever the context's work queue is the kernel's, else enqueued in `tx` after it.
  *
  * @example
  * ```ts
@@ -196,7 +219,9 @@ export async function commit<R = Record<string, unknown>>(
   const { commands, events } = ctx;
   const newEvents = request.events ?? [];
   // Without staging (a test double's queue or bus) only a transaction can write the command and the events.
-  if (!tx && ((request.command && !commands.stage) || (newEvents.length > 0 && !events.stage))) {
+  // The kernel's work queue builds its upsert into the statement; another (the testkit's) enqueues in a transaction.
+  const wakeUnstaged = request.wake !== undefined && (!ctx.work || !canWriteWake(ctx.work));
+  if (!tx && ((request.command && !commands.stage) || (newEvents.length > 0 && !events.stage) || wakeUnstaged)) {
     return { status: 'needs-transaction', reason: 'unstaged' };
   }
   let command: { id: string; param?: string; nodeId: string } | undefined;
@@ -234,6 +259,7 @@ export async function commit<R = Record<string, unknown>>(
   if (!outcome.written) return { status: 'stale' };
   // Not staged: published in the caller's transaction, after the change they describe (only with `tx`, see above).
   if (tx && stagedEvents.length < newEvents.length) for (const event of newEvents) await events.publish(tx, event);
+  if (tx && request.wake && !built.woke) await ctx.work?.enqueue(tx, request.wake);
   return {
     status: 'committed',
     row: outcome.row as R,

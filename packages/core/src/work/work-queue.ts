@@ -79,6 +79,48 @@ export function urgentWakeSql(
   };
 }
 
+/**
+ * Whether {@link workEnqueueSql} can build a wake for this work queue (one made by {@link createWorkQueue}).
+ *
+ * @example
+ * ```ts
+ * if (!canWriteWake(ctx.work)) await db.transaction((tx) => ctx.work.enqueue(tx, request));
+ * ```
+ */
+export function canWriteWake(work: WorkQueue): boolean {
+  return shardCounts.has(work);
+}
+
+/**
+ * For a statement that queues one work item as {@link WorkQueue.enqueue} would (`notBefore` now unless given), in the
+ * same statement and only when `condition` holds: the body of a data-modifying CTE and the expression that sends its
+ * notification, to select once from the CTE named `name`. Parameters go through `bind`; `now` is the placeholder of
+ * now (a timestamptz). Checks the request as `enqueue` does. Undefined for a work queue not made by
+ * {@link createWorkQueue} (the testkit's): the caller then calls `enqueue` in a transaction.
+ *
+ * @example
+ * ```ts
+ * const wake = workEnqueueSql(work, { kind: 'metal', key: nodeId }, { bind, now: '$2', condition: 'EXISTS (SELECT 1 FROM wf)', name: 'woken' }, clock.now());
+ * const text = wake && `WITH wf AS (UPDATE …), woken AS (${wake.cte}) SELECT ${wake.notify} AS woken`;
+ * ```
+ */
+export function workEnqueueSql(
+  work: WorkQueue,
+  request: WorkRequest,
+  sql: { bind: (value: unknown) => string; now: string; condition: string; name: string },
+  now: Date,
+): { cte: string; notify: string } | undefined {
+  const shards = shardCounts.get(work);
+  if (shards === undefined) return undefined;
+  const { kind, key, notBefore, urgent } = checkWorkRequest(request, now);
+  const { bind } = sql;
+  const due = request.notBefore === undefined ? sql.now : `${bind(notBefore)}::timestamptz`;
+  const flag = `${bind(urgent)}::boolean`;
+  const source = `SELECT ${bind(kind)}::text, ${bind(key)}::text, ${bind(shardOf(key, shards))}::int, ${due}, ${flag},
+    ${sql.now} WHERE ${sql.condition}`;
+  return { cte: upsertWorkSql(source), notify: `(SELECT count(${notifyShardSql(flag)}) FROM ${sql.name})` };
+}
+
 const MAX_TEXT = 512;
 
 function requireDate(value: unknown): Date {

@@ -5,7 +5,15 @@ import { ComputeError } from '../../src/errors';
 import { createEventBus } from '../../src/events';
 import { manifest } from '../../src/manifest';
 import type { SqlExecutor } from '../../src/sql';
-import { FencedExecutor, isFencedError, type ShardLease } from '../../src/work';
+import {
+  createWorkQueue,
+  FencedExecutor,
+  isFencedError,
+  parseWorkNotification,
+  type ShardLease,
+  shardOf,
+  WORK_CHANNEL,
+} from '../../src/work';
 import type { ScratchDatabase } from '../support/databases';
 import { insertNode, manualClock, prepareKernel, recordingWork, resetKernel } from './command-queue';
 
@@ -184,6 +192,44 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
         events: ['thing.first', 'thing.second'],
         commands: [{ id: result.commandId, key: 'k1' }],
       });
+    });
+
+    it('queues a wake with the changes in the same statement (notified), and none when stale', async () => {
+      const work = createWorkQueue({ clock, shards: 8 });
+      const items = async () =>
+        (await db.query<{ kind: string; key: string }>('SELECT kind, key FROM work_items ORDER BY key')).rows;
+      await db.query('DELETE FROM work_items');
+      const withWork = { ...ctx(), work };
+      expect(await commit(withWork, { changes: [bump(7)], wake: { kind: 'owner', key: 'n_stale' } })).toEqual({
+        status: 'stale',
+      });
+      expect(await items()).toEqual([]);
+      const payloads: string[] = [];
+      const stop = await scratch.db.listen(WORK_CHANNEL, (payload) => void payloads.push(payload));
+      try {
+        const result = await commit(withWork, { changes: [bump(1)], wake: { kind: 'owner', key: 'n_1' } });
+        expect(result.status).toBe('committed');
+        for (let i = 0; i < 100 && payloads.length === 0; i += 1) await new Promise((r) => setTimeout(r, 10));
+      } finally {
+        await stop();
+      }
+      expect(await items()).toEqual([{ kind: 'owner', key: 'n_1' }]);
+      expect(payloads.map(parseWorkNotification)).toEqual([{ shard: shardOf('n_1', 8), urgent: false }]);
+      await db.query('DELETE FROM work_items');
+    });
+
+    it('with a work queue it cannot write in its statement, a wake needs a transaction and is enqueued there', async () => {
+      const plain = { ...ctx(), work: recordingWork };
+      expect(await commit(plain, { changes: [bump(1)], wake: { kind: 'owner', key: 'n_1' } })).toEqual({
+        status: 'needs-transaction',
+        reason: 'unstaged',
+      });
+      const result = await db.transaction((tx) =>
+        commit(plain, { changes: [bump(1)], wake: { kind: 'owner', key: 'n_1' } }, tx),
+      );
+      expect(result.status).toBe('committed');
+      const { rows } = await db.query<{ kind: string; key: string }>('SELECT kind, key FROM test_wakes');
+      expect(rows).toEqual([{ kind: 'owner', key: 'n_1' }]);
     });
 
     it('refuses a change named like one of its own parts', async () => {

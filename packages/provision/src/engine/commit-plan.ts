@@ -103,12 +103,12 @@ export type PlanCommit =
   | Exclude<CommitResult<unknown>, { status: 'committed' }>;
 
 /**
- * Writes a plan: the workflow row (its revision bumped), every changed step, the events in order and the command, by
- * core's `commit`. Without `tx` it is one autocommitted statement, fenced by the worker's lease, that writes only
- * while the workflow's revision is `guard.revision` and its node's labels are those the plan read (`stale` otherwise),
- * and may requeue the pass's own work item. In a transaction (the workflow row locked) it also cancels the commands
- * the plan cancels, sets the host config and queues the owner. A plan that needs a transaction (see
- * {@link needsTransaction}) must get one.
+ * Writes a plan: the workflow row (its revision bumped), every changed step, the events in order, the command and the
+ * owner's work item, by core's `commit`. Without `tx` it is one autocommitted statement, fenced by the worker's lease,
+ * that writes only while the workflow's revision is `guard.revision` and its node's labels are those the plan read
+ * (`stale` otherwise), and may requeue the pass's own work item (`needs-transaction` when the owner's work queue cannot
+ * be written by the statement). In a transaction (the workflow row locked) it also cancels the commands the plan
+ * cancels and sets the host config. A plan that needs a transaction (see {@link needsTransaction}) must get one.
  *
  * @example
  * ```ts
@@ -132,6 +132,8 @@ export async function commitPlan(
       ...(plan.events.length > 0 ? { events: plan.events } : {}),
       ...(plan.command ? { command: plan.command.input } : {}),
       ...(options.requeue && !tx ? { requeue: options.requeue } : {}),
+      // The owner's work item goes in with the plan that ends the workflow (enqueued in `tx` when the queue cannot).
+      ...(plan.owner ? { wake: plan.owner } : {}),
     },
     tx,
   );
@@ -144,14 +146,13 @@ export async function commitPlan(
       if (command && OPEN_COMMAND_STATES.includes(command.state)) await ctx.commands.cancel(tx, command.id, reason);
     }
     if (plan.hostConfig) await setNodeHostSection(tx, plan.hostConfig.nodeId, plan.hostConfig.host, now);
-    if (plan.owner) await ctx.work.enqueue(tx, plan.owner);
   }
   return { status: 'committed', revision: Number(result.row.revision), requeued: result.requeued };
 }
 
 /**
- * Whether a plan can only be written in a transaction: it cancels a command, sets the host config or queues the
- * owner.
+ * Whether a plan can only be written in a transaction: it cancels a command or sets the host config. (Queuing the
+ * owner does not: the plan's statement queues it.)
  *
  * @example
  * ```ts
@@ -159,5 +160,5 @@ export async function commitPlan(
  * ```
  */
 export function needsTransaction(plan: Plan): boolean {
-  return plan.cancels.length > 0 || plan.hostConfig !== undefined || plan.owner !== undefined;
+  return plan.cancels.length > 0 || plan.hostConfig !== undefined;
 }

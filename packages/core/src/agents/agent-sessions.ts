@@ -192,6 +192,33 @@ export async function currentAgentSession(
   return rows[0] ? toSession(rows[0]) : undefined;
 }
 
+// The connected site agents of the site `site` (an SQL expression), the boot-lease holder first, then the others most
+// recently seen first; `stale` is the placeholder of the time before which a session counts as gone.
+const connectedSiteAgentsFrom = (site: string, stale: string) =>
+  `FROM nodes n JOIN agent_sessions s ON s.node_id = n.id
+     LEFT JOIN site_boot_leases l ON l.site_id = n.site_id AND l.session_id = s.id
+     WHERE n.site_id = ${site} AND n.kind = 'site-agent' AND s.closed_at IS NULL AND s.last_seen_at > ${stale}
+     ORDER BY l.site_id IS NULL, s.last_seen_at DESC, n.id`;
+
+/**
+ * A scalar subquery for a statement of the caller's own: the node id of the site agent {@link connectedSiteAgents}
+ * would list first for the site `site` (an SQL expression, such as a column), or NULL when none is connected.
+ * `bind` adds the freshness bound as a parameter.
+ *
+ * @example
+ * ```ts
+ * const agent = connectedSiteAgentSql('m.site_id', { now: clock.now() }, bind);
+ * await sql.query(`SELECT m.*, (${agent}) AS agent_id FROM metal_machines m WHERE m.node_id = ${bind(nodeId)}`, params);
+ * ```
+ */
+export function connectedSiteAgentSql(
+  site: string,
+  freshness: SessionFreshness,
+  bind: (value: unknown) => string,
+): string {
+  return `SELECT n.id ${connectedSiteAgentsFrom(site, `${bind(staleBefore(freshness))}::timestamptz`)} LIMIT 1`;
+}
+
 /**
  * The site agents (nodes of kind `site-agent`) of a site with a connected session: the boot-lease holder first, then
  * the others most recently seen first. One statement.
@@ -209,10 +236,7 @@ export async function connectedSiteAgents(
 ): Promise<ConnectedSiteAgent[]> {
   requireText(siteId, ['siteId']);
   const { rows } = await sql.query<SessionRow & { name: string | null }>(
-    `SELECT s.*, n.name FROM nodes n JOIN agent_sessions s ON s.node_id = n.id
-     LEFT JOIN site_boot_leases l ON l.site_id = n.site_id AND l.session_id = s.id
-     WHERE n.site_id = $1 AND n.kind = 'site-agent' AND s.closed_at IS NULL AND s.last_seen_at > $2
-     ORDER BY l.site_id IS NULL, s.last_seen_at DESC, n.id`,
+    `SELECT s.*, n.name ${connectedSiteAgentsFrom('$1', '$2')}`,
     [siteId, staleBefore(freshness)],
   );
   return rows.map((row) => ({

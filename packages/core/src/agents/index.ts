@@ -1,5 +1,6 @@
 export {
   closeAgentSession,
+  connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
   openAgentSession,

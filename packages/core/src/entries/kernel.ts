@@ -10,6 +10,7 @@ export {
   bootLeaseHolder,
   type ConnectedSiteAgent,
   closeAgentSession,
+  connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
   type OpenAgentSessionInput,

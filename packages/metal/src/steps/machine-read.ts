@@ -1,5 +1,5 @@
 import { type Command, ComputeError, type Json } from '@better-compute/core';
-import { type CommandRow, toCommand } from '@better-compute/core/kernel';
+import { type CommandRow, connectedSiteAgentSql, toCommand } from '@better-compute/core/kernel';
 import { type StepContext, stepCommandKey } from '@better-compute/provision';
 
 /** A machine's BMC as a site agent needs it: the address, the driver name and the reference to its credential. */
@@ -19,6 +19,8 @@ export interface RelaySent {
   readonly commands: readonly Command[];
   /** The tenant of each agent a command was found on. */
   readonly agentTenants: ReadonlyMap<string, string>;
+  /** The site agent a first command would go to (the boot-lease holder first), undefined when none is connected. */
+  readonly connectedAgentId: string | undefined;
 }
 
 /** What the relaying steps read about the workflow's machine: one row of `metal_machines`, and the profile's drivers. */
@@ -60,6 +62,7 @@ type MachineRow = Partial<CommandRow> & {
   workflow_started_at: Date | string | null;
   macs: string[] | null;
   agent_tenant_id: string | null;
+  connected_agent_id: string | null;
 };
 
 /**
@@ -112,14 +115,17 @@ export async function machineForStep(
   const readsSent = keys.length > 0 || options.perMac !== undefined;
   const readsMacs = options.macs === true || options.perMac !== undefined;
   const params: unknown[] = [node.id, ctx.workflowId];
+  const bind = (value: unknown) => `$${params.push(value)}`;
   if (readsSent) params.push(keys.map((key) => stepCommandKey(ctx, key)));
   if (options.perMac !== undefined) params.push(stepCommandKey(ctx, options.perMac));
+  // Where a first command would go, read with the rest: a pass that sends needs no read of its own for it.
+  const connected = readsSent ? connectedSiteAgentSql('m.site_id', { now: ctx.clock.now() }, bind) : undefined;
   const { rows } = await ctx.sql.query<MachineRow>(
     `SELECT m.tenant_id AS machine_tenant_id, m.site_id AS machine_site_id, m.bmc_address, m.bmc_driver,
             m.bmc_credential_ref, m.addresses, w.document->'drivers' AS drivers,
             COALESCE(w.started_at, w.created_at) AS workflow_started_at,
             ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs
-            ${readsSent ? ', c.*' : ''}
+            ${connected ? `, (${connected}) AS connected_agent_id, c.*` : ''}
      FROM metal_machines m LEFT JOIN workflows w ON w.id = $2
      ${readsSent ? sentJoin(options.perMac !== undefined) : ''}
      WHERE m.node_id = $1`,
@@ -157,6 +163,7 @@ export async function machineForStep(
       keys: new Set([...keys, ...(perMac === undefined ? [] : (macs ?? []).map((mac) => `${perMac}${mac}`))]),
       commands,
       agentTenants: new Map(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
+      connectedAgentId: row.connected_agent_id ?? undefined,
     };
   }
   return machine;

@@ -49,7 +49,7 @@ export function bmcPayloadOf(bmc: MachineBmc): Json {
  * destructive command twice to two agents; before that, a connected site agent of the machine's site (the boot-lease
  * holder first, as `siteAgentFor`). With no agent connected the step waits (`stepNotReady`), and fails NO_SITE_AGENT
  * when its deadline is closer than one poll, as an agent site step does. A machine read with `firstKey` among its
- * `keys` already holds that first command: nothing more is read for it.
+ * `keys` already holds that first command, or the agent it would go to: nothing more is read for it.
  *
  * @example
  * ```ts
@@ -58,9 +58,9 @@ export function bmcPayloadOf(bmc: MachineBmc): Json {
  */
 export async function siteRelayAgent(ctx: StepContext, machine: MetalMachine, firstKey: string): Promise<string> {
   const key = stepCommandKey(ctx, firstKey);
+  let agentNodeId: string | undefined;
   if (machine.sent?.keys.has(firstKey)) {
-    const first = machine.sent.commands.find((c) => c.key === key);
-    if (first) return first.nodeId;
+    agentNodeId = machine.sent.commands.find((c) => c.key === key)?.nodeId ?? machine.sent.connectedAgentId;
   } else {
     const { rows } = await ctx.sql.query<{ node_id: string }>(
       `SELECT c.node_id FROM commands c
@@ -68,10 +68,10 @@ export async function siteRelayAgent(ctx: StepContext, machine: MetalMachine, fi
        ORDER BY c.created_at LIMIT 1`,
       [machine.siteId, key],
     );
-    if (rows[0]) return rows[0].node_id;
+    const [agent] = rows[0] ? [] : await connectedSiteAgents(ctx.sql, machine.siteId, { now: ctx.clock.now() });
+    agentNodeId = rows[0]?.node_id ?? agent?.nodeId;
   }
-  const [agent] = await connectedSiteAgents(ctx.sql, machine.siteId, { now: ctx.clock.now() });
-  if (agent) return agent.nodeId;
+  if (agentNodeId) return agentNodeId;
   if (ctx.deadline.getTime() - ctx.clock.now().getTime() <= RELAY_POLL_MS) {
     throw new ComputeError('NO_SITE_AGENT', `no connected site agent served site ${machine.siteId}`, {
       details: { siteId: machine.siteId },

@@ -8,8 +8,15 @@ import {
 import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
 import { applyMove, type PhaseProfiles } from './apply-move';
-import { type MachineError, type MachineRecord, readMachine, snapshotOf } from './machine-rows';
-import { readHeldWorkflow } from './quorum';
+import {
+  MACHINE_COLUMNS,
+  MACHINE_FROM,
+  type MachineError,
+  type MachineRecord,
+  snapshotOf,
+  toMachineRecord,
+} from './machine-rows';
+import { HELD_WORKFLOW_SQL } from './quorum';
 
 /**
  * The work kind of metal's reconciler, keyed by node id: every workflow metal starts names it as its `owner`, and
@@ -34,17 +41,45 @@ interface WorkflowEnd {
   cancelReason: string | null;
 }
 
-async function readWorkflowEnd(tx: SqlExecutor, workflowId: string): Promise<WorkflowEnd | undefined> {
-  const { rows } = await tx.query<{ state: string; error: WorkflowEnd['error']; cancel_reason: string | null }>(
-    'SELECT state, error, cancel_reason FROM workflows WHERE id = $1',
-    [workflowId],
+/** The machine, locked, and what the reconciler needs of the workflow it recorded: held for its batch, or ended. */
+interface Reading {
+  machine: MachineRecord;
+  held: { workflowId: string; batchId: string } | undefined;
+  end: WorkflowEnd | undefined;
+}
+
+/**
+ * Locks the machine's row (a statement of its own, as `readMachine` does: the read after it sees the node as it is
+ * now), then reads the machine with its recorded workflow in one statement.
+ */
+async function readMachineAndWorkflow(tx: SqlExecutor, nodeId: string): Promise<Reading | undefined> {
+  const locked = await tx.query('SELECT 1 FROM metal_machines m WHERE m.node_id = $1 FOR UPDATE', [nodeId]);
+  if (locked.rowCount === 0) return undefined;
+  const { rows } = await tx.query<Record<string, unknown>>(
+    `SELECT ${MACHINE_COLUMNS}, w.id AS wf_id, w.state AS wf_state, w.error AS wf_error,
+            w.cancel_reason AS wf_cancel_reason, w.batch_id AS wf_batch_id, ${HELD_WORKFLOW_SQL('w')} AS wf_held
+     FROM ${MACHINE_FROM} LEFT JOIN workflows w ON w.id = m.workflow_id WHERE m.node_id = $1`,
+    [nodeId],
   );
   const row = rows[0];
+  if (!row) return undefined;
+  const machine = toMachineRecord(row);
+  if (machine.workflowId === null) return { machine, held: undefined, end: undefined };
+  if (row.wf_held === true) {
+    return { machine, held: { workflowId: machine.workflowId, batchId: row.wf_batch_id as string }, end: undefined };
+  }
   // A workflow that is gone ended as far as metal can tell: nothing will ever end it again.
-  if (!row)
-    return { outcome: 'failed', error: { code: 'INTERNAL', message: 'the workflow is gone' }, cancelReason: null };
-  if (row.state !== 'succeeded' && row.state !== 'failed' && row.state !== 'cancelled') return undefined;
-  return { outcome: row.state, error: row.error, cancelReason: row.cancel_reason };
+  if (row.wf_id === null) {
+    const gone = { code: 'INTERNAL', message: 'the workflow is gone' };
+    return { machine, held: undefined, end: { outcome: 'failed', error: gone, cancelReason: null } };
+  }
+  const state = row.wf_state as string;
+  if (state !== 'succeeded' && state !== 'failed' && state !== 'cancelled') {
+    return { machine, held: undefined, end: undefined };
+  }
+  const error = (row.wf_error as WorkflowEnd['error']) ?? null;
+  const cancelReason = (row.wf_cancel_reason as string | null) ?? null;
+  return { machine, held: undefined, end: { outcome: state, error, cancelReason } };
 }
 
 /** The error a failed or cancelled workflow leaves on its machine. */
@@ -135,12 +170,11 @@ async function settleBatch(
 export function metalReconciler(profiles: PhaseProfiles): Reconciler {
   return async (key: string, ctx: ModuleContext) => {
     return ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
-      const machine = await readMachine(tx, key, { forUpdate: true });
-      if (!machine || machine.workflowId === null) return;
-      const held = await readHeldWorkflow(tx, machine.workflowId);
+      const reading = await readMachineAndWorkflow(tx, key);
+      if (!reading || reading.machine.workflowId === null) return;
+      const { machine, held, end } = reading;
       if (held) return settleBatch(tx, ctx, profiles, machine, held);
-      const end = await readWorkflowEnd(tx, machine.workflowId);
-      if (!end) return;
+      if (!end || machine.workflowId === null) return;
       const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
       if (!move) return;
       const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};

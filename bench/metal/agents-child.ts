@@ -1,8 +1,9 @@
 // The simulated site agent and machines of bench/metal, in a process of their own with their own pool (as remote agents
 // would be): the testkit's machine model (BMC, PXE boot entries, ramdisk joining with its boot entry's token,
 // inventory, image written with cloud-init user data, kexec into an OS whose bcd joins with its token, signed wipes)
-// behind a bulk poller, answering every command after a think time of 0.5–1.5 × the mean it is given.
-// Protocol (IPC): argv url, key (hex), site join token, machines, think ms, runners; → {type:'ready', machines};
+// behind a bulk poller, answering every command after its think time (think-times.ts), a machine's agent connecting
+// a boot's time after the command that booted it.
+// Protocol (IPC): argv url, key (hex), site join token, machines, think model (JSON), runners; → {type:'ready', machines};
 // ← {type:'nodes', nodeIds}; → 'attached'; ← 'start'; ← 'stop'; → {type:'report', …}, then it exits.
 import { randomUUID } from 'node:crypto';
 import { betterCompute, type Command, type Json } from '@better-compute/core';
@@ -25,13 +26,14 @@ import {
   type SimOutcome,
 } from '@better-compute/testkit';
 import { type AgentsReport, metalLabCompute, type ReadyMessage } from './lab';
+import { bootMs, type ThinkModel, thinkMs } from './think-times';
 
-const [url, keyHex, siteJoinToken, machineCount, thinkMsArg, runnersArg] = process.argv.slice(2);
+const [url, keyHex, siteJoinToken, machineCount, modelArg, runnersArg] = process.argv.slice(2);
 if (!url || !keyHex || !siteJoinToken || !process.send) {
   throw new Error('metal agents-child: run by bench/metal/run.ts, with a url, a key and a site join token');
 }
 const send = (message: unknown) => process.send?.(message);
-const thinkMs = Number(thinkMsArg ?? 0);
+const model = JSON.parse(modelArg ?? '{"kind":"fixed","meanMs":0}') as ThinkModel;
 const runners = Number(runnersArg ?? 32);
 
 const database = createPostgresDatabase({ url, max: runners + 4 });
@@ -51,8 +53,20 @@ const fail = (err: unknown) => {
 // The machines' agents: a session per boot, opened and closed through the kernel's session functions as the agent API
 // does. Polling is the bulk poller's (below), so poll() is never called.
 const sessions = new Set<AgentSession>();
+/** What kind of boot each machine is in (set by the command that booted it): how long until its agent connects. */
+const booting = new Map<string, 'firmware' | 'kexec'>();
+/** When each machine's agent connected after a boot, for the engine's latency from a join to its next command. */
+const connected = new Map<string, number[]>();
 function machineAgent(nodeId: string): SimAgent {
   let session: AgentSession | undefined;
+  let coming: NodeJS.Timeout | undefined;
+  const open = async (role: AgentRole, bootId: string) => {
+    const opened = await database.transaction((tx) => openAgentSession(tx, { nodeId, role, bootId, clock }));
+    if (session) sessions.delete(session);
+    session = opened;
+    sessions.add(opened);
+    return { ...opened };
+  };
   return {
     nodeId,
     online: true,
@@ -66,13 +80,22 @@ function machineAgent(nodeId: string): SimAgent {
       return session ? { ...session } : undefined;
     },
     async connect(role: AgentRole, bootId = randomUUID()) {
-      const opened = await database.transaction((tx) => openAgentSession(tx, { nodeId, role, bootId, clock }));
-      if (session) sessions.delete(session);
-      session = opened;
-      sessions.add(opened);
-      return { ...opened };
+      const delay = role === 'site' ? 0 : bootMs(model, booting.get(nodeId) ?? 'firmware');
+      if (delay === 0) return open(role, bootId);
+      // The machine is booting: its agent connects once the boot is through (unless it is powered off first).
+      clearTimeout(coming);
+      coming = setTimeout(() => {
+        coming = undefined;
+        open(role, bootId).then(() => {
+          const at = performance.timeOrigin + performance.now();
+          connected.set(nodeId, [...(connected.get(nodeId) ?? []), at]);
+        }, fail);
+      }, delay);
+      return { nodeId, role, bootId } as unknown as AgentSession;
     },
     async disconnect() {
+      clearTimeout(coming);
+      coming = undefined;
       const current = session;
       session = undefined;
       if (!current) return;
@@ -216,7 +239,7 @@ async function poll(): Promise<void> {
               thinking.delete(timer);
               put(row);
             },
-            thinkMs * (0.5 + Math.random()),
+            thinkMs(model, row.kind, row.payload),
           );
           thinking.add(timer);
         }, fail);
@@ -245,6 +268,7 @@ async function answer(row: CommandRow): Promise<void> {
   const command = toCommand(row);
   const ref = { nodeId: row.node_id, commandId: row.id };
   const machine = byNode.get(row.node_id);
+  noteBoot(row);
   const outcome = row.node_id === siteAgent.nodeId ? await siteCommand(command) : await machine?.agentCommand(command);
   const payload = row.payload as { operation?: unknown } | null;
   const label = row.kind === 'driver.invoke' ? `driver.invoke ${String(payload?.operation)}` : row.kind;
@@ -266,6 +290,18 @@ async function answer(row: CommandRow): Promise<void> {
   });
   completed.set(row.id, performance.timeOrigin + performance.now());
   await outcome.after?.();
+}
+
+/** Which boot a command starts, if any: a power on, cycle or reset goes through the firmware; a kexec does not. */
+function noteBoot(row: CommandRow): void {
+  const payload = (row.payload ?? {}) as { operation?: unknown; input?: { action?: unknown } };
+  if (row.kind === 'driver.invoke' && payload.operation === 'power.setPower' && row.target_node_id) {
+    if (['on', 'cycle', 'reset'].includes(String(payload.input?.action))) booting.set(row.target_node_id, 'firmware');
+  } else if (row.kind === 'boot.kexec') {
+    booting.set(row.node_id, 'kexec');
+  } else if (row.kind === 'node.reboot') {
+    booting.set(row.node_id, 'firmware');
+  }
 }
 
 async function run(): Promise<void> {
@@ -324,6 +360,7 @@ process.on('message', (message: unknown) => {
     const report: AgentsReport = {
       type: 'report',
       completed: [...completed.entries()],
+      connected: [...connected.entries()],
       byKind: [...byKind.entries()],
       errors,
       ...(lastError === undefined ? {} : { lastError: String((lastError as Error).stack ?? lastError) }),

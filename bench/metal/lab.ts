@@ -58,6 +58,8 @@ export interface AgentsReport {
   type: 'report';
   /** By command id: the wall time (ms) right after its completeCommand statement committed. */
   completed: [string, number][];
+  /** By machine node id: the wall times (ms) its agent's sessions opened after a boot (realistic model only). */
+  connected: [string, number[]][];
   /** Commands handled, by kind (driver.invoke by operation). */
   byKind: [string, number][];
   errors: number;

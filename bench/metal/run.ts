@@ -22,14 +22,17 @@ import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
 import type { AgentsReport, ReadyMessage } from './lab';
 import { metalLabCompute } from './lab';
+import { describeThinkModel, thinkModelFromEnv } from './think-times';
 
 const baseUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const MACHINES = Number(process.argv[2] ?? 1000);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const timeoutMs = Number(process.env.BENCH_TIMEOUT_S ?? 240) * 1000;
 const workerCounts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number);
-/** The agents' mean think time per command: each is answered 0.5–1.5 × this after it was picked up. */
-const THINK_MS = Number(process.env.BENCH_THINK_MS ?? 3_000);
+/** How long the agents take per command (think-times.ts): realistic times by default, or one mean for all. */
+const MODEL = thinkModelFromEnv(process.env);
+/** Results in the first seconds of a run (every machine's first commands at once) are left out of the steady figures. */
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_S ?? 60) * 1000;
 /** The agents' runners (answers carried at once, after their think time). */
 const RUNNERS = Number(process.env.BENCH_AGENT_RUNNERS ?? 32);
 const AGENTS_NICE = Number(process.env.BENCH_AGENTS_NICE ?? 0);
@@ -65,7 +68,7 @@ class Agents {
     const file = fileURLToPath(new URL('./agents-child.ts', import.meta.url));
     this.#child = fork(
       file,
-      [url, key.toString('hex'), joinToken, String(MACHINES), String(THINK_MS), String(RUNNERS)],
+      [url, key.toString('hex'), joinToken, String(MACHINES), JSON.stringify(MODEL), String(RUNNERS)],
       { stdio: 'inherit' },
     );
     if (this.#child.pid !== undefined) setPriority(this.#child.pid, AGENTS_NICE);
@@ -135,6 +138,10 @@ interface Figures {
   counts: QueryCounts;
   apiCounts: QueryCounts;
   sent: number[];
+  /** The result→next latencies of results after the warm-up (BENCH_WARMUP_S): the steady figure. */
+  steady: number[];
+  /** From a machine's agent connecting after a boot to the next command of its workflow. */
+  afterBoot: number[];
   /** The slowest result→next pairs by what preceded: label → latencies (ms). */
   byPrevious: Map<string, number[]>;
   /** Heap after a forced GC before the workers started. */
@@ -293,16 +300,24 @@ async function measure(workers: number): Promise<Figures> {
     const { rows: commandRows } = await aux.query<{
       id: string;
       workflow_id: string;
+      node_id: string;
       kind: string;
       operation: string | null;
     }>(
-      `SELECT id, workflow_id, kind, payload->>'operation' AS operation FROM commands
-       WHERE workflow_id IS NOT NULL ORDER BY workflow_id`,
+      `SELECT c.id, c.workflow_id, w.node_id, c.kind, c.payload->>'operation' AS operation
+       FROM commands c JOIN workflows w ON w.id = c.workflow_id ORDER BY c.workflow_id`,
     );
-    const { sent, byPrevious } = resultToNext(commandRows, new Map(report.completed), counting.sentAt);
+    const { sent, steady, byPrevious, afterBoot } = resultToNext(
+      commandRows,
+      new Map(report.completed),
+      counting.sentAt,
+      new Map(report.connected),
+      started + WARMUP_MS,
+    );
     // The idle engine after the run, its workers still up: the instrumentation's ids dropped, then a forced GC.
     counting.sentAt.clear();
     report.completed = [];
+    report.connected = [];
     await sleep(2_000);
     gc?.();
     const idleHeap = process.memoryUsage().heapUsed;
@@ -322,7 +337,9 @@ async function measure(workers: number): Promise<Figures> {
       counts,
       apiCounts,
       sent,
+      steady,
       byPrevious,
+      afterBoot,
       baselineHeap,
       idleHeap,
       memory,
@@ -367,42 +384,65 @@ async function registerImage(sql: SqlDatabase, lab: ReturnType<typeof metalLabCo
   return `${name}@${version}`;
 }
 
+/** What resultToNext pairs: a command's result, or a machine's agent connecting after a boot, with the next command. */
+interface Pairs {
+  sent: number[];
+  steady: number[];
+  byPrevious: Map<string, number[]>;
+  /** From an agent's connection after a boot to its workflow's next command (the steps that wait for it look again). */
+  afterBoot: number[];
+}
+
 /**
  * Result→next command, per workflow: each result (a command's completeCommand commit, in the agents' process) paired
  * with the first command of its workflow sent after it (the commit that inserted it, seen by the engine's client),
  * unless another result of the workflow came in between (then that one is what the next command followed). A
- * workflow's last result pairs with nothing.
+ * workflow's last result pairs with nothing. When the machine's agent connected after a boot in between (the power
+ * cycle's result, then the ramdisk joining), the next command waited for the boot, not the result: that pair counts
+ * from the connection, apart (`afterBoot`).
  */
 function resultToNext(
-  rows: readonly { id: string; workflow_id: string; kind: string; operation: string | null }[],
+  rows: readonly { id: string; workflow_id: string; node_id: string; kind: string; operation: string | null }[],
   completed: ReadonlyMap<string, number>,
   sentAt: ReadonlyMap<string, number>,
-): { sent: number[]; byPrevious: Map<string, number[]> } {
-  const sent: number[] = [];
-  const byPrevious = new Map<string, number[]>();
+  connected: ReadonlyMap<string, number[]>,
+  steadyFrom: number,
+): Pairs {
+  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [] };
   const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
   let i = 0;
   while (i < rows.length) {
-    const workflow = rows[i]?.workflow_id;
-    const events: { at: number; result: boolean; label: string }[] = [];
-    for (; i < rows.length && rows[i]?.workflow_id === workflow; i += 1) {
+    const first = rows[i] as (typeof rows)[number];
+    const events: { at: number; what: 'result' | 'sent' | 'connected'; label: string }[] = [];
+    for (; i < rows.length && rows[i]?.workflow_id === first.workflow_id; i += 1) {
       const row = rows[i] as (typeof rows)[number];
       const done = completed.get(row.id);
       const out = sentAt.get(row.id);
-      if (done !== undefined) events.push({ at: done, result: true, label: label(row) });
-      if (out !== undefined) events.push({ at: out, result: false, label: label(row) });
+      if (done !== undefined) events.push({ at: done, what: 'result', label: label(row) });
+      if (out !== undefined) events.push({ at: out, what: 'sent', label: label(row) });
+    }
+    if (events.length === 0) continue;
+    const from = Math.min(...events.map((e) => e.at));
+    const to = Math.max(...events.map((e) => e.at));
+    for (const at of connected.get(first.node_id) ?? []) {
+      if (at > from && at < to) events.push({ at, what: 'connected', label: 'agent connected' });
     }
     events.sort((a, b) => a.at - b.at);
     for (let j = 0; j + 1 < events.length; j += 1) {
-      const [result, next] = [events[j], events[j + 1]];
-      if (!result?.result || !next || next.result) continue;
-      const ms = next.at - result.at;
-      sent.push(ms);
-      const key = `${result.label} → ${next.label}`;
-      byPrevious.set(key, [...(byPrevious.get(key) ?? []), ms]);
+      const [before, next] = [events[j], events[j + 1]];
+      if (!before || !next || next.what !== 'sent' || before.what === 'sent') continue;
+      const ms = next.at - before.at;
+      if (before.what === 'connected') {
+        pairs.afterBoot.push(ms);
+        continue;
+      }
+      pairs.sent.push(ms);
+      if (before.at >= steadyFrom) pairs.steady.push(ms);
+      const key = `${before.label} → ${next.label}`;
+      pairs.byPrevious.set(key, [...(pairs.byPrevious.get(key) ?? []), ms]);
     }
   }
-  return { sent, byPrevious };
+  return pairs;
 }
 
 async function pgbench(clients: number): Promise<number> {
@@ -453,14 +493,15 @@ const perWorkflow = (f: Figures, m: MemorySample) =>
   (m.heapUsed - (f.timedOut ? f.baselineHeap : f.idleHeap) - m.instrumented * perId) / m.inFlight;
 console.log(
   `\nmetal: ${MACHINES} machines through enroll → inspect → commission → deploy (metal.deploy-image) → release, ` +
-    `agents' think time 0.5–1.5 × ${THINK_MS} ms, ${RUNNERS} runners; worker concurrency ${concurrency}; ` +
+    `${describeThinkModel(MODEL)}, ${RUNNERS} runners; worker concurrency ${concurrency}; ` +
+    `steady figures from ${WARMUP_MS / 1000} s on; ` +
     `server ${new URL(baseUrl).host}; ${new Date().toISOString()}\n`,
 );
 console.log(
-  '| workers | machines through | failed | seconds | machines/min | steps/s | machines/min at steps/s ÷ 21 | all commissioned at | steps | commands | round trips/step | round trips/command | commits/step | API round trips | result→next sent p50 / p90 / p99 ms | samples | heap/in-flight workflow | pgbench TPS | process CPU | machine CPU |',
+  '| workers | machines through | failed | seconds | machines/min | steps/s | machines/min at steps/s ÷ 21 | all commissioned at | steps | commands | round trips/step | round trips/command | commits/step | API round trips | result→next sent p50 / p90 / p99 ms | samples | steady p50 / p99 ms (samples) | heap/in-flight workflow | pgbench TPS | process CPU | machine CPU |',
 );
 console.log(
-  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
 );
 for (const { figures: f, tps } of results) {
   const c = f.counts;
@@ -486,6 +527,9 @@ for (const { figures: f, tps } of results) {
       roundTrips(f.apiCounts),
       f.sent.length > 0 ? `${p(50)} / ${p(90)} / ${p(99)}` : '—',
       f.sent.length,
+      f.steady.length > 0
+        ? `${fmt(percentile(f.steady, 50), 0)} / ${fmt(percentile(f.steady, 99), 0)} (${f.steady.length})`
+        : '—',
       memory,
       fmt(tps, 0),
       `${fmt(f.processCpu, 0)} %`,
@@ -510,6 +554,12 @@ for (const { figures: f } of results) {
   }
   if (f.agentErrors > 0) console.log(`  the agents hit ${f.agentErrors} errors, last: ${f.lastError}`);
   console.log('  commands answered by kind:', f.byKind.map(([k, n]) => `${k} ${n}`).join(', '));
+  if (f.afterBoot.length > 0) {
+    console.log(
+      `  agent connected after a boot → next command: ${f.afterBoot.length}, p50 / p99 ` +
+        `${fmt(percentile(f.afterBoot, 50), 0)} / ${fmt(percentile(f.afterBoot, 99), 0)} ms`,
+    );
+  }
   console.log('  result→next by what preceded (n, p50 / p99 ms, share of samples over 20 ms):');
   const over = f.sent.filter((ms) => ms > 20).length;
   for (const [pair, values] of [...f.byPrevious.entries()].sort((a, b) => b[1].length - a[1].length)) {

@@ -26,23 +26,31 @@ function missingPort(name: 'pki' | 'secrets'): ComputeError {
 /**
  * Deletes the secrets holding the boot entries' join tokens once the ramdisk has joined: every `site.bootEntry` this
  * step sent to a site agent of the machine's site, in any attempt so far, found by key (indexed lookups, however many
- * commands the agents have). Deleting twice is harmless (a re-run after a crash deletes nothing more); without
+ * commands the agents have; on the first attempt, those the machine's read found). Deleting twice is harmless (a re-run after a crash deletes nothing more); without
  * `ctx.secrets.delete` the secrets stay. Only references are read, never the tokens.
  */
 async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, macs: string[]): Promise<void> {
   const remove = ctx.secrets?.delete?.bind(ctx.secrets);
   if (!remove) return;
-  const keys: string[] = [];
-  for (let attempt = 0; attempt <= ctx.attempt; attempt += 1) {
-    for (const mac of macs) keys.push(stepCommandKey({ ...ctx, attempt }, `boot-entry:${mac}`));
+  let refs: unknown[];
+  if (ctx.attempt === 0 && machine.sent) {
+    // The first attempt's entries are every entry there is, and the machine's read already holds them all.
+    const sent = machine.sent.commands.filter((c) => c.kind === 'site.bootEntry');
+    refs = [...new Set(sent.map((c) => (c.payload as { tokenRef?: unknown } | null)?.tokenRef))];
+  } else {
+    const keys: string[] = [];
+    for (let attempt = 0; attempt <= ctx.attempt; attempt += 1) {
+      for (const mac of macs) keys.push(stepCommandKey({ ...ctx, attempt }, `boot-entry:${mac}`));
+    }
+    const { rows } = await ctx.sql.query<{ ref: string | null }>(
+      `SELECT DISTINCT c.payload->>'tokenRef' AS ref FROM commands c
+       WHERE c.key = ANY($2::text[]) AND c.kind = 'site.bootEntry'
+         AND c.node_id IN (SELECT n.id FROM nodes n WHERE n.site_id = $1 AND n.kind = 'site-agent')`,
+      [machine.siteId, keys],
+    );
+    refs = rows.map((row) => row.ref);
   }
-  const { rows } = await ctx.sql.query<{ ref: string | null }>(
-    `SELECT DISTINCT c.payload->>'tokenRef' AS ref FROM commands c
-     WHERE c.key = ANY($2::text[]) AND c.kind = 'site.bootEntry'
-       AND c.node_id IN (SELECT n.id FROM nodes n WHERE n.site_id = $1 AND n.kind = 'site-agent')`,
-    [machine.siteId, keys],
-  );
-  for (const { ref } of rows) {
+  for (const ref of refs) {
     if (typeof ref === 'string' && ref.length > 0) await remove(ref);
   }
 }

@@ -310,9 +310,14 @@ describe.each(BACKENDS)('metal() on $name', ({ create }) => {
     });
     await drive();
     expect((await get(nodeId)).state).toBe('deployed');
+    // The user data is kept (sealed, by reference) while the deploy request lives: a failed deploy's recover needs it.
+    const userDataRefs = () => [...vault].filter(([, value]) => value.includes('hunter2')).map(([ref]) => ref);
+    expect(userDataRefs()).toHaveLength(1);
     await api.metal.release(root, { tenantId: 'root', nodeId });
     await drive();
     expect(await get(nodeId)).toMatchObject({ state: 'available', deploy: null });
+    // Available again, the request is gone, and so is its user data secret.
+    expect(userDataRefs()).toEqual([]);
     await api.metal.inspect(root, { tenantId: 'root', nodeId });
     await drive();
     expect((await get(nodeId)).state).toBe('available');

@@ -29,6 +29,17 @@ export interface MoveExtras {
   deployRequest?: DeployRequest;
 }
 
+/** What {@link applyMove} did besides its writes. */
+export interface MoveOutcome {
+  /** The workflow the move started, if any. */
+  workflowId: string | null;
+  /**
+   * The user data secret of the deploy request the move let go (the machine is available or retired again): the
+   * caller deletes it once its transaction committed (`forgetUserData`), since the secret broker writes apart.
+   */
+  forgottenUserDataRef?: string;
+}
+
 /** The event type a move writes: `metal.node.<state>`, or `metal.node.held` when an enroll stops where it asked. */
 export function moveEventType(move: LifecycleMove): string {
   return move.held ? 'metal.node.held' : `metal.node.${move.to}`;
@@ -67,7 +78,7 @@ export async function applyMove(
   machine: MovingMachine,
   move: LifecycleMove,
   extras: MoveExtras = {},
-): Promise<{ workflowId: string | null }> {
+): Promise<MoveOutcome> {
   const now = ctx.clock.now();
   const node = await setNodeProvisionState(tx, machine.nodeId, move.to, now);
   if (!node) throw new ComputeError('NOT_FOUND', `node ${machine.nodeId} not found`, { details: { path: ['nodeId'] } });
@@ -137,5 +148,33 @@ export async function applyMove(
       ...(move.to === 'failed' && extras.lastError ? { error: { ...extras.lastError } } : {}),
     },
   });
-  return { workflowId };
+  const forgotten = keptRequest === null ? deployRequest?.userDataRef : undefined;
+  return { workflowId, ...(forgotten ? { forgottenUserDataRef: forgotten } : {}) };
+}
+
+/**
+ * Deletes the user data secret of a deploy request a committed move let go, through `ctx.secrets.delete` when the
+ * broker has one. Best effort: a failure is logged (by reference, never the value) and leaves the sealed secret behind,
+ * as a crash between the commit and this call would.
+ *
+ * @example
+ * ```ts
+ * const outcome = await db.transaction((tx) => applyMove(tx, ctx, profiles, machine, move));
+ * await forgetUserData(ctx, outcome.forgottenUserDataRef);
+ * ```
+ */
+export async function forgetUserData(
+  ctx: Pick<ModuleContext, 'secrets' | 'log'>,
+  ref: string | undefined,
+): Promise<void> {
+  const remove = ctx.secrets?.delete?.bind(ctx.secrets);
+  if (!ref || !remove) return;
+  try {
+    await remove(ref);
+  } catch (error) {
+    ctx.log.warn("metal could not delete a released deploy request's user data secret", {
+      secretRef: ref,
+      errorName: error instanceof Error ? error.name : typeof error,
+    });
+  }
 }

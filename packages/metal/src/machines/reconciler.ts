@@ -7,7 +7,7 @@ import {
 } from '@better-compute/core';
 import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
-import { applyMove, type PhaseProfiles } from './apply-move';
+import { applyMove, forgetUserData, type PhaseProfiles } from './apply-move';
 import {
   MACHINE_COLUMNS,
   MACHINE_FROM,
@@ -169,7 +169,9 @@ async function settleBatch(
  */
 export function metalReconciler(profiles: PhaseProfiles): Reconciler {
   return async (key: string, ctx: ModuleContext) => {
-    return ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
+    let forgotten: string | undefined;
+    const result = await ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
+      forgotten = undefined;
       const reading = await readMachineAndWorkflow(tx, key);
       if (!reading || reading.machine.workflowId === null) return;
       const { machine, held, end } = reading;
@@ -179,7 +181,7 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
       if (!move) return;
       const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
       if (!move.startsWorkflow) {
-        await applyMove(tx, ctx, profiles, machine, move, extras);
+        ({ forgottenUserDataRef: forgotten } = await applyMove(tx, ctx, profiles, machine, move, extras));
         return;
       }
       try {
@@ -200,5 +202,8 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
         );
       }
     });
+    // The machine is available or retired again: its last deploy request's user data is needed no more.
+    await forgetUserData(ctx, forgotten);
+    return result;
   };
 }

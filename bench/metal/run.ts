@@ -11,6 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { writeHeapSnapshot } from 'node:v8';
 import { type ApiClient, betterCompute, type Compute, createCredential, type SqlDatabase } from '@better-compute/core';
 import { systemClock } from '@better-compute/core/kernel';
 import { createPostgresDatabase } from '@better-compute/core/postgres';
@@ -39,6 +40,8 @@ const AGENTS_NICE = Number(process.env.BENCH_AGENTS_NICE ?? 0);
 /** How often the engine's heap is sampled (after a forced GC) while machines are in flight. */
 const MEMORY_EVERY_MS = Number(process.env.BENCH_MEMORY_EVERY_S ?? 60) * 1000;
 const PGBENCH_SECONDS = 5;
+/** Where to write a heap snapshot at each memory sample (`BENCH_HEAP_SNAPSHOTS`, a folder), to see what the heap holds. */
+const SNAPSHOT_DIR = process.env.BENCH_HEAP_SNAPSHOTS;
 /**
  * Steps one machine's whole cycle succeeds through (enroll 1, inspect 2 + cleanup, commission 6 + acceptance +
  * cleanup, deploy-image 6, release 3), as counted by runs that finished: a run cut off by its timeout reports the
@@ -284,6 +287,8 @@ async function measure(workers: number): Promise<Figures> {
           heapUsed: process.memoryUsage().heapUsed,
           instrumented: counting.sentAt.size,
         });
+        // To find what a growing heap holds: a V8 heap snapshot per sample (large and slow; diagnosis only).
+        if (SNAPSHOT_DIR) writeHeapSnapshot(`${SNAPSHOT_DIR}/metal-${workers}w-${memory.length}.heapsnapshot`);
       }
       await sleep(200);
     }

@@ -8,13 +8,12 @@ import {
   validateInput,
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
+import { stepDeadlines } from './deadline-watch';
 import type { RunRequest } from './decision';
 import { buildStepContext } from './step-context';
 import { isStepNotReady } from './step-not-ready';
 import type { StepRegistry } from './step-registry';
 import type { StepError } from './workflow-rows';
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How one run of a control-plane step ended. */
 export type RunOutcome =
@@ -101,15 +100,16 @@ export async function runControlPlaneStep(
   }
   const controller = new AbortController();
   const remaining = request.deadline.getTime() - ctx.clock.now().getTime();
-  // Timers hold at most 2^31 - 1 ms (about 24.8 days; a longer delay fires at once), and timeouts go up to 30 days:
-  // a deadline further away than that is not armed here, and the engine still fails the step once it is overdue.
-  const timer =
-    remaining <= MAX_TIMER_MS
-      ? setTimeout(() => controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')), remaining)
-      : undefined;
-  timer?.unref?.();
+  const unwatch = stepDeadlines.watch(Date.now() + remaining, () =>
+    controller.abort(new ComputeError('TIMEOUT', 'the step deadline passed')),
+  );
   const stopping = ctx.signal;
-  const signal = stopping ? AbortSignal.any([controller.signal, stopping]) : controller.signal;
+  // The worker's stop reaches the run through a listener removed when the run ends: AbortSignal.any would leave a
+  // WeakRef per run on the worker's long-lived signal for good (Node 20).
+  const onStop = () => controller.abort(stopping?.reason);
+  if (stopping?.aborted) onStop();
+  else stopping?.addEventListener('abort', onStop, { once: true });
+  const signal = controller.signal;
   // A run that ignores its signal must not hold the workflow's key past its deadline or a stopping worker: the engine
   // stops waiting for it then, and its context refuses to send anything more (see buildStepContext).
   let onAbort: (() => void) | undefined;
@@ -151,7 +151,8 @@ export async function runControlPlaneStep(
     }
     return failure(error, ctx, request);
   } finally {
-    clearTimeout(timer);
+    unwatch();
+    stopping?.removeEventListener('abort', onStop);
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
 }

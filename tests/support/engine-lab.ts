@@ -469,6 +469,9 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
       state.siteAgent = createFakeAgent(compute, { nodeId: siteAgentNode, role: 'site' });
       await state.nodeAgent.connect();
       await state.siteAgent.connect();
+      // Connecting queued a pass of each node's workflow (provision's wakeOnAgentSession), with none to run yet: a
+      // test starts with an empty queue, so the boundaries the crash tests count are those of its own work.
+      await db.query("DELETE FROM work_items WHERE kind = 'workflow'");
     },
     async start(profile, options = {}) {
       const document = { version: 1, target: 'metal', ...profile } as ProfileDefinition;

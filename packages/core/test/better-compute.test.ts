@@ -1,5 +1,6 @@
 import * as v from 'valibot';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openAgentSession } from '../src/agents';
 import { createCredential, defineApiGroup, defineApiMethod, resolveTenantResource } from '../src/api';
 import type { Clock } from '../src/clock';
 import type { CommandPolicy } from '../src/commands';
@@ -55,6 +56,25 @@ describe('betterCompute', () => {
     expect(seen).toEqual([t0.toISOString()]);
     const { rows } = await compute.database.query('SELECT ip FROM plg_acme_ips');
     expect(rows).toEqual([{ ip: '10.0.0.1' }]);
+  });
+
+  it("records the modules' wakeOnAgentSession, so opening a node's session queues them keyed by the node", async () => {
+    const wait = definePlugin({
+      id: 'acme',
+      reconcilers: { 'acme.wait': async () => undefined },
+      wakeOnAgentSession: ['acme.wait'],
+    });
+    database = await createPgliteDatabase();
+    compute = await betterCompute({ database, plugins: [wait], clock, shards: 8 });
+    const { rows } = await database.query('SELECT kind, shards FROM agent_session_wakes');
+    expect(rows).toEqual([{ kind: 'acme.wait', shards: 8 }]);
+    await database.query(
+      "INSERT INTO nodes (id, tenant_id, kind, created_at, updated_at) VALUES ('node_1', 'root', 'machine', $1, $1)",
+      [t0],
+    );
+    await database.transaction((tx) => openAgentSession(tx, { nodeId: 'node_1', role: 'node', bootId: 'b1', clock }));
+    const items = await database.query('SELECT kind, key, not_before FROM work_items WHERE key = $1', ['node_1']);
+    expect(items.rows).toEqual([{ kind: 'acme.wait', key: 'node_1', not_before: t0 }]);
   });
 
   it('refuses a duplicate module, naming both, and opens nothing', async () => {

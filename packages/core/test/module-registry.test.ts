@@ -129,6 +129,30 @@ describe('createModuleRegistry', () => {
     expect(registry.reconcilers.get('sweep')?.preload?.sql('k')).toBe('(SELECT k)');
   });
 
+  it("collects wakeOnAgentSession, and refuses a kind that is not one of the module's own reconcilers", () => {
+    const sweep: Reconciler = async () => undefined;
+    const registry = createModuleRegistry({
+      modules: [{ id: 'a', reconcilers: { 'a.wait': sweep, 'a.sweep': sweep }, wakeOnAgentSession: ['a.wait'] }],
+    });
+    expect(registry.agentSessionWakes).toEqual(['a.wait']);
+    expect(createModuleRegistry({ modules: [{ id: 'a' }] }).agentSessionWakes).toEqual([]);
+    const foreign = thrown(() =>
+      createModuleRegistry({
+        modules: [
+          { id: 'a', reconcilers: { 'a.wait': sweep } },
+          { id: 'b', wakeOnAgentSession: ['a.wait'] },
+        ],
+      }),
+    );
+    expect(foreign).toMatchObject({
+      code: 'INVALID_CONFIG',
+      details: { path: ['modules', 1, 'wakeOnAgentSession', 0] },
+    });
+    expect(
+      thrown(() => createModuleRegistry({ modules: [{ id: 'a', wakeOnAgentSession: 'a.wait' as never }] })),
+    ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 0, 'wakeOnAgentSession'] } });
+  });
+
   it('orders modules so dependencies come first', () => {
     const modules: ComputeModule[] = [
       { id: 'metal', dependsOn: ['provision'] },

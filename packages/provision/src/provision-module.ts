@@ -83,6 +83,9 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
     reconcilers: {
       [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps, engine.configUnits, driverTargetsOf(modules)),
     },
+    // A node workflow's item is keyed by the node id: a step waiting for the node's agent (an agent step awaiting
+    // 'rejoin', wait.agentJoined, metal.ensureRamdisk) runs as soon as it connects; its poll stays the fallback.
+    wakeOnAgentSession: [WORKFLOW_WORK_KIND],
     findings: provisionFindings,
     init(ctx: Parameters<NonNullable<ComputeModule['init']>>[0]) {
       kernel.clock = ctx.clock;

@@ -4,6 +4,7 @@ import { newId } from '../ids';
 import type { SqlExecutor } from '../sql/executor';
 import { settleBootLease } from './boot-leases';
 import { DEFAULT_SESSION_STALE_AFTER_MS, staleBefore } from './freshness';
+import { sessionWakeSql } from './session-wakes';
 import {
   AGENT_ROLES,
   type AgentRole,
@@ -58,6 +59,11 @@ function requireClock(clock: unknown): { now(): Date } {
  * held it, it moves to another connected site agent of the site first (it does not stay with the node because the
  * node came back).
  *
+ * The insert queues, in the same statement, an urgent wake due now of every work kind the modules declared in
+ * `wakeOnAgentSession` (as `betterCompute` recorded them), keyed by the node id, with the NOTIFY that wakes a worker at
+ * commit: a workflow waiting for this agent runs at once instead of at its next poll, and a rolled-back open wakes
+ * nothing.
+ *
  * @example
  * ```ts
  * const session = await db.transaction((tx) => openAgentSession(tx, { nodeId, role: 'ramdisk', bootId, clock }));
@@ -86,9 +92,13 @@ export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionI
       nodeId,
       now,
     ]);
+    // The insert also wakes whatever waits for this node's agent (the modules' wakeOnAgentSession), so a workflow
+    // waiting for it runs now rather than at its next poll, and only if the session commits.
+    const wake = sessionWakeSql('$2', '$5');
     const { rows } = await inner.query<SessionRow>(
-      `INSERT INTO agent_sessions (id, node_id, role, boot_id, connected_at, last_seen_at)
-       VALUES ($1, $2, $3, $4, $5, $5) RETURNING *`,
+      `WITH opened AS (INSERT INTO agent_sessions (id, node_id, role, boot_id, connected_at, last_seen_at)
+       VALUES ($1, $2, $3, $4, $5, $5) RETURNING *) ${wake.cte}
+       SELECT opened.*, ${wake.notify} AS woken FROM opened`,
       [newId('ses'), nodeId, input.role, bootId, now],
     );
     if (row.kind === 'site-agent' && row.site_id !== null) await settleBootLease(inner, row.site_id, now);

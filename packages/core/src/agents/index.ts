@@ -7,6 +7,7 @@ export {
   touchAgentSession,
 } from './agent-sessions';
 export { bootLeaseHolder } from './boot-leases';
+export { recordAgentSessionWakes } from './session-wakes';
 export {
   AGENT_ROLES,
   type AgentRole,

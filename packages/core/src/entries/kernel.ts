@@ -15,6 +15,7 @@ export {
   currentAgentSession,
   type OpenAgentSessionInput,
   openAgentSession,
+  recordAgentSessionWakes,
   type SessionFreshness,
   touchAgentSession,
 } from '../agents';

@@ -1,3 +1,4 @@
+import { recordAgentSessionWakes } from '../agents/session-wakes';
 import { type ApiDispatcher, createApi } from '../api/dispatcher';
 import { createFetchHandler } from '../api/fetch-handler';
 import type { ApiGroup } from '../api/types';
@@ -135,6 +136,7 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
       ROOT_TENANT,
       clock.now(),
     ]);
+    await recordAgentSessionWakes(database, registry.agentSessionWakes, shards);
   } catch (err) {
     if (ownsDatabase) await database.close();
     throw err;

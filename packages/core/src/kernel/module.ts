@@ -144,6 +144,7 @@ export interface Extension {
  * const audit = {
  *   id: 'audit',
  *   reconcilers: { 'audit.sweep': async (key, ctx) => ({ requeueAfterMs: 60_000 }) },
+ *   wakeOnAgentSession: ['audit.sweep'], // keyed by the node id whenever a node's agent connects
  * } satisfies ComputeModule;
  * ```
  */
@@ -152,6 +153,13 @@ export interface ComputeModule {
   readonly migrations?: MigrationSource;
   readonly commandKinds?: readonly CommandKindDefinition[];
   readonly reconcilers?: Readonly<Record<string, Reconciler>>;
+  /**
+   * Work kinds of this module's own `reconcilers` to queue, keyed by the node id, due now and urgent, when an agent of
+   * a node opens a session (`openAgentSession`, in its transaction): a reconciler that waits for a node's agent runs
+   * as soon as it connects, and its own poll stays the fallback. A pass for a node it has nothing to do for must be
+   * harmless. Provision declares its `workflow` kind.
+   */
+  readonly wakeOnAgentSession?: readonly string[];
   readonly api?: Readonly<Record<string, ApiGroup>>;
   readonly findings?: FindingsProvider;
   readonly extensions?: readonly Extension[];

@@ -15,6 +15,8 @@ export interface ModuleRegistry {
   /** Modules then plugins, dependencies first. */
   readonly modules: readonly ComputeModule[];
   readonly reconcilers: ReadonlyMap<string, Reconciler>;
+  /** Every module's `wakeOnAgentSession`: the kinds queued, keyed by the node id, when a node's agent connects. */
+  readonly agentSessionWakes: readonly string[];
   readonly apiGroups: Readonly<Record<string, ApiGroup>>;
   readonly commandKinds: readonly { moduleId: string; definition: CommandKindDefinition }[];
   /** Extensions by `extension` kind, then id. */
@@ -102,6 +104,7 @@ export function createModuleRegistry(input: {
   const apiGroups: Record<string, ApiGroup> = {};
   const apiOwners = new Map<string, Owner>();
   const commandKinds: { moduleId: string; definition: CommandKindDefinition }[] = [];
+  const agentSessionWakes: string[] = [];
   const extensions = new Map<string, Map<string, { moduleId: string; extension: Extension }>>();
   const extensionOwners = new Map<string, Owner>();
 
@@ -118,6 +121,7 @@ export function createModuleRegistry(input: {
       reconcilerOwners.set(kind, owner);
       reconcilers.set(kind, reconciler);
     }
+    agentSessionWakes.push(...checkSessionWakes(module, [...path, 'wakeOnAgentSession']));
     for (const [group, methods] of Object.entries(module.api ?? {})) {
       const previous = apiOwners.get(group);
       if (previous) throw duplicate(`API group '${group}'`, previous, owner, [...path, 'api', group]);
@@ -146,6 +150,7 @@ export function createModuleRegistry(input: {
   return {
     modules,
     reconcilers,
+    agentSessionWakes,
     apiGroups,
     commandKinds,
     extensions,
@@ -171,4 +176,25 @@ function checkPreload(reconciler: Reconciler, kind: string, path: (string | numb
       { details: { path } },
     );
   }
+}
+
+/** `wakeOnAgentSession`, if given, is an array of the module's own reconciler kinds (an item of any other would fail). */
+function checkSessionWakes(module: ComputeModule, path: (string | number)[]): readonly string[] {
+  const kinds: unknown = module.wakeOnAgentSession;
+  if (kinds === undefined) return [];
+  if (!Array.isArray(kinds)) {
+    throw new ComputeError('INVALID_CONFIG', 'wakeOnAgentSession must be an array of work kinds', {
+      details: { path },
+    });
+  }
+  kinds.forEach((kind, i) => {
+    if (typeof kind !== 'string' || !Object.hasOwn(module.reconcilers ?? {}, kind)) {
+      throw new ComputeError(
+        'INVALID_CONFIG',
+        `wakeOnAgentSession names '${String(kind)}', which is not a reconciler of module '${module.id}'`,
+        { details: { path: [...path, i] } },
+      );
+    }
+  });
+  return [...new Set(kinds as string[])];
 }

@@ -1,4 +1,4 @@
-import { index, pgTable, text } from 'drizzle-orm/pg-core';
+import { index, integer, pgTable, text } from 'drizzle-orm/pg-core';
 import { tstz } from './columns';
 import { nodes, sites } from './tenancy';
 
@@ -41,3 +41,13 @@ export const siteBootLeases = pgTable(
   },
   (t) => [index('site_boot_leases_session_idx').on(t.sessionId)],
 );
+
+/**
+ * The work kinds queued, keyed by the node id, when an agent of a node opens a session (the modules'
+ * `wakeOnAgentSession`), with the shard count their keys hash into. The kernel rewrites it at every start, so
+ * `openAgentSession`, which has only its transaction, can queue them in that transaction.
+ */
+export const agentSessionWakes = pgTable('agent_session_wakes', {
+  kind: text('kind').primaryKey(),
+  shards: integer('shards').notNull(),
+});

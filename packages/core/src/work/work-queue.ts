@@ -80,6 +80,27 @@ export function urgentWakeSql(
 }
 
 /**
+ * For a statement that queues urgent wakes due now whose shard count it reads itself (from a table, not from a work
+ * queue): the CTE to append (named `name`) and the expression that sends its notifications, to select once. `rows`
+ * selects `(kind, key, shards)` triples; `nowParam` is the placeholder of now. Used by `openAgentSession`, which has
+ * only its transaction.
+ *
+ * @example
+ * ```ts
+ * const wake = shardedWakeSql('woken', 'SELECT k.kind, $1::text, k.shards FROM agent_session_wakes k', '$2');
+ * await tx.query(`WITH opened AS (INSERT …) ${wake.cte} SELECT ${wake.notify} AS woken`, [nodeId, now]);
+ * ```
+ */
+export function shardedWakeSql(name: string, rows: string, nowParam: string): { cte: string; notify: string } {
+  const source = `SELECT s.kind, s.key, work_shard_of(s.key, s.shards), ${nowParam}::timestamptz, true,
+    ${nowParam}::timestamptz FROM (${rows}) AS s (kind, key, shards)`;
+  return {
+    cte: `, ${name} AS (${upsertWorkSql(source)})`,
+    notify: `(SELECT count(${notifyShardSql('true')}) FROM ${name})`,
+  };
+}
+
+/**
  * Whether {@link workEnqueueSql} can build a wake for this work queue (one made by {@link createWorkQueue}).
  *
  * @example

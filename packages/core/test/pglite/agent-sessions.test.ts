@@ -1,4 +1,6 @@
+import { defineAgentSessionWakesConformance } from '../conformance/agent-session-wakes';
 import { defineAgentSessionsConformance } from '../conformance/agent-sessions';
 import { scratchPglite } from '../support/databases';
 
 defineAgentSessionsConformance(scratchPglite);
+defineAgentSessionWakesConformance(scratchPglite);

@@ -15,6 +15,18 @@ import { invokeDriver, type MetalMachine, machineForStep, RELAY_POLL_MS, siteRel
 /** How long the join token of a ramdisk boot entry lives, unless the profile step says otherwise: one hour. */
 export const RAMDISK_TOKEN_TTL_SECONDS = 3_600;
 
+/**
+ * How long `metal.ensureRamdisk` waits between looks for the ramdisk agent once the machine is power-cycled. Only a
+ * fallback: the ramdisk agent opening its session queues the workflow at once (provision's `wakeOnAgentSession`), so
+ * a boot of minutes is not read every few seconds.
+ *
+ * @example
+ * ```ts
+ * throw stepNotReady(RAMDISK_WAIT_MS);
+ * ```
+ */
+export const RAMDISK_WAIT_MS = 30_000;
+
 function missingPort(name: 'pki' | 'secrets'): ComputeError {
   return new ComputeError(
     'INVALID_CONFIG',
@@ -188,7 +200,7 @@ export const ensureRamdisk = defineStep({
     const since = machine.workflowStartedAt ?? new Date(0);
     const session = await currentAgentSession(ctx.sql, machine.nodeId, { now: ctx.clock.now() });
     if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
-      throw stepNotReady(5_000);
+      throw stepNotReady(RAMDISK_WAIT_MS);
     }
     // The ramdisk joined: its single-use token is spent, and no boot entry needs the others any more.
     await deleteBootEntrySecrets(ctx, machine, macs);

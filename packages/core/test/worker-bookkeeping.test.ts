@@ -55,6 +55,18 @@ describe('InFlightItems', () => {
     expect(running.remove('gone')).toBe(false);
   });
 
+  it('remembers an urgent notification that came while an item ran, so its claim after it is urgent too', () => {
+    const running = new InFlightItems();
+    running.add({ key: 'a', shard: 1, urgent: false }, never);
+    running.add({ key: 'b', shard: 2, urgent: false }, never);
+    running.add({ key: 'c', shard: 3, urgent: false }, never);
+    running.noteNotified(1);
+    running.noteNotified(2, true);
+    expect(['a', 'b', 'c'].map((key) => running.notifiedUrgently(key))).toEqual([false, true, false]);
+    expect(running.remove('b')).toBe(true);
+    expect(running.notifiedUrgently('b')).toBe(false);
+  });
+
   it('drained waits for every item running, failed ones included, and never rejects', async () => {
     const running = new InFlightItems();
     let finish: () => void = () => undefined;

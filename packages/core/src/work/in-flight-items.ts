@@ -3,6 +3,8 @@ interface InFlight {
   urgent: boolean;
   /** A notification for its shard arrived while it ran. */
   notified: boolean;
+  /** One of those was urgent (a result its workflow waits on): it is claimed for again at once once it finishes. */
+  notifiedUrgently: boolean;
   done: Promise<void>;
 }
 
@@ -14,7 +16,8 @@ interface InFlight {
  * ```ts
  * const running = new InFlightItems();
  * running.add(item, done);
- * running.noteNotified(item.shard);
+ * running.noteNotified(item.shard, true);
+ * const urgent = running.notifiedUrgently(item.key);
  * if (running.remove(item.key)) need.want(); // notified while it ran
  * ```
  */
@@ -36,7 +39,13 @@ export class InFlightItems {
   }
 
   add(item: { key: string; shard: number; urgent: boolean }, done: Promise<void>): void {
-    this.#byKey.set(item.key, { shard: item.shard, urgent: item.urgent, notified: false, done });
+    this.#byKey.set(item.key, {
+      shard: item.shard,
+      urgent: item.urgent,
+      notified: false,
+      notifiedUrgently: false,
+      done,
+    });
   }
 
   /** Forgets a finished item; true when a notification for its shard came while it ran. */
@@ -46,9 +55,18 @@ export class InFlightItems {
     return notified;
   }
 
-  /** A notification for `shard` came: it may be for an item of it that is running. */
-  noteNotified(shard: number): void {
-    for (const entry of this.#byKey.values()) if (entry.shard === shard) entry.notified = true;
+  /** Whether an urgent notification for its shard came while the item ran (before {@link remove}). */
+  notifiedUrgently(key: string): boolean {
+    return this.#byKey.get(key)?.notifiedUrgently ?? false;
+  }
+
+  /** A notification for `shard` came (urgent or not): it may be for an item of it that is running. */
+  noteNotified(shard: number, urgent = false): void {
+    for (const entry of this.#byKey.values()) {
+      if (entry.shard !== shard) continue;
+      entry.notified = true;
+      if (urgent) entry.notifiedUrgently = true;
+    }
   }
 
   /** Whether an item of `shard` is running. */

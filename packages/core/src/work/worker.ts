@@ -140,7 +140,7 @@ class Worker implements WorkerHandle {
     if (notification.urgent) this.#urgentWake = true;
     this.#need.want();
     // The notification names the shard only: it may be for an item of it that is running (see InFlightItems).
-    this.#inFlight.noteNotified(notification.shard);
+    this.#inFlight.noteNotified(notification.shard, notification.urgent);
     this.#wake();
   }
 
@@ -286,6 +286,9 @@ class Worker implements WorkerHandle {
         this.#warn('recording a work result failed', err);
       })
       .finally(() => {
+        // An urgent wake that came while the item ran found it busy and was spent on a claim that skipped it: its
+        // claim now is urgent too, or the answer its workflow waits on would wait until half the slots are free.
+        if (this.#inFlight.notifiedUrgently(item.key)) this.#urgentWake = true;
         if (this.#inFlight.remove(item.key)) this.#need.want();
         if (this.#shards.isLeaving(item.shard) && !this.#inFlight.isBusy(item.shard)) {
           void this.#tick();

@@ -17,17 +17,18 @@ import {
   OPEN_COMMAND_STATES,
   TERMINAL_COMMAND_STATES,
 } from './state-machine';
-import type {
-  AgentCommandRef,
-  Command,
-  CommandKindDefinition,
-  CommandKindEntry,
-  CommandKindRegistry,
-  CommandPolicy,
-  CommandStaging,
-  CommandState,
-  KernelCommandQueue,
-  NewCommand,
+import {
+  type AgentCommandRef,
+  COMMANDS_CHANNEL,
+  type Command,
+  type CommandKindDefinition,
+  type CommandKindEntry,
+  type CommandKindRegistry,
+  type CommandPolicy,
+  type CommandStaging,
+  type CommandState,
+  type KernelCommandQueue,
+  type NewCommand,
 } from './types';
 
 /** What {@link createCommandQueue} takes. */
@@ -271,10 +272,12 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       for (const policy of applicable) await policy(sql, command, kind.definition);
       const now = clock.now();
       const { rows } = await sql.query<CommandRow>(
-        `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id, workflow_id,
-           step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
+        // The NOTIFY of the node (delivered at commit) wakes its agent's long poll, in the same statement.
+        `WITH inserted AS (INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id,
+           workflow_id, step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $14, $14)
-         ON CONFLICT (node_id, key) DO NOTHING RETURNING *`,
+         ON CONFLICT (node_id, key) DO NOTHING RETURNING *)
+         SELECT inserted.*, pg_notify('${COMMANDS_CHANNEL}', inserted.node_id) AS notified FROM inserted`,
         [
           newId('cmd'),
           tenantId,

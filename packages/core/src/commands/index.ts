@@ -16,3 +16,4 @@ export type {
   KernelCommandQueue,
   NewCommand,
 } from './types';
+export { COMMANDS_CHANNEL } from './types';

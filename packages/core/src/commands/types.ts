@@ -3,6 +3,18 @@ import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
 import type { StagedCommand } from './staged-command';
 
+/**
+ * The channel a new command's NOTIFY goes to, its payload the node id: `commands.enqueue` and `commit`'s staged
+ * command send it in the statement that inserts the command, so it is delivered at commit. The agent API listens to
+ * wake a long poll at once; polling stays the floor, so nothing depends on a notification.
+ *
+ * @example
+ * ```ts
+ * await db.listen(COMMANDS_CHANNEL, (nodeId) => wakePollsOf(nodeId));
+ * ```
+ */
+export const COMMANDS_CHANNEL = 'bc_commands';
+
 /** Command states. `pending → dispatched → acked → running → succeeded | failed`; also rejected, expired, cancelled. */
 export type CommandState =
   | 'pending'

@@ -1,5 +1,5 @@
 import { stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
-import type { CommandQueue, CommandStaging, NewCommand } from '../commands/types';
+import { COMMANDS_CHANNEL, type CommandQueue, type CommandStaging, type NewCommand } from '../commands/types';
 import { type ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
 import type { EventBus, EventStaging, NewEvent, StagedEvent } from '../events/types';
@@ -145,7 +145,12 @@ function build(
     const guard = index === 0 ? gateConditions.join(' AND ') || 'TRUE' : written;
     parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.id })})`);
   }
-  if (command?.param) parts.push(`sent AS (${stagedCommandInsertSql(bind(command.param), at(), written)})`);
+  // The staged command's NOTIFY (its node id on COMMANDS_CHANNEL, delivered at commit) wakes its agent's long poll.
+  let notified = '';
+  if (command?.param) {
+    parts.push(`sent AS (${stagedCommandInsertSql(bind(command.param), at(), written)})`);
+    notified = `(SELECT count(pg_notify('${COMMANDS_CHANNEL}', ${bind(command.nodeId)}::text)) FROM sent) AS commit_notified, `;
+  }
   if (request.requeue && ctx.item) {
     const { kind, key } = ctx.item;
     const requeue = requeueItemSql({
@@ -171,7 +176,7 @@ function build(
   }
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
-SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}g.*
+SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}g.*
 FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
   return { text, params, fenced: lease !== undefined, woke: wake !== undefined };
 }
@@ -182,7 +187,7 @@ async function run<R>(
   built: Built,
 ): Promise<{ written: boolean; row: R | undefined }> {
   const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
-  const { commit_written, commit_held, commit_woken: _woken, ...row } = rows[0] ?? {};
+  const { commit_written, commit_held, commit_woken: _woken, commit_notified: _notified, ...row } = rows[0] ?? {};
   const { lease } = ctx;
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;

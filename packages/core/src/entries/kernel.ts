@@ -23,6 +23,7 @@ export { inputJsonSchema, listApiMethods } from '../api';
 export { addMs, systemClock } from '../clock';
 export {
   assertCommandTransition,
+  COMMANDS_CHANNEL,
   type CommandRow,
   type CommandStaging,
   createCommandKindRegistry,

@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { index: 'src/index.ts' },
+  entry: { index: 'src/index.ts', 'agent-api/index': 'src/agent-api/index.ts' },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },
   clean: true,

@@ -1,0 +1,136 @@
+import type { Logger, SqlDatabase } from '@better-compute/core';
+import { COMMANDS_CHANNEL } from '@better-compute/core/kernel';
+
+/** How one wait ended: a command for the node was enqueued, the time ran out, or the client went away. */
+export type WaitOutcome = 'woken' | 'timeout' | 'aborted';
+
+/** One long poll's place in the queue of its node: register before polling, so a command enqueued meanwhile wakes it. */
+export interface CommandWaiter {
+  /** Resolves when woken (at once if a wake came since register), after `ms`, or when `signal` aborts. */
+  wait(ms: number, signal?: AbortSignal): Promise<WaitOutcome>;
+  /** Leaves the node's waiters; idempotent. */
+  release(): void;
+}
+
+/** The long-poll waiters of every node, woken by the NOTIFY every new command sends on `COMMANDS_CHANNEL`. */
+export interface CommandWaiters {
+  /** Starts listening (once; later calls share the first). A database that cannot listen is logged, not fatal. */
+  listen(): Promise<void>;
+  register(nodeId: string): CommandWaiter;
+  /** Wakes every waiter of the node (what a notification does). */
+  wake(nodeId: string): void;
+  /** How many waiters are registered. */
+  count(): number;
+  /** Stops listening and ends every wait as `aborted`. */
+  close(): Promise<void>;
+}
+
+interface Entry {
+  woken: boolean;
+  done?: (outcome: WaitOutcome) => void;
+}
+
+/**
+ * The in-memory map node → waiters of the agent API's long poll, listening on `COMMANDS_CHANNEL` (one LISTEN for the
+ * whole process). A notification wakes the node's waiters; each waiter still re-checks on its own timer, so nothing
+ * depends on a notification.
+ *
+ * @example
+ * ```ts
+ * const waiters = createCommandWaiters(compute.database, log);
+ * await waiters.listen();
+ * const waiter = waiters.register(nodeId);
+ * try {
+ *   if ((await poll()).length === 0) await waiter.wait(5_000, request.signal);
+ * } finally {
+ *   waiter.release();
+ * }
+ * ```
+ */
+export function createCommandWaiters(database: SqlDatabase, log: Logger): CommandWaiters {
+  const byNode = new Map<string, Set<Entry>>();
+  let listening: Promise<void> | undefined;
+  let unlisten: (() => Promise<void>) | undefined;
+  let closed = false;
+
+  function wake(nodeId: string): void {
+    for (const entry of byNode.get(nodeId) ?? []) {
+      entry.woken = true;
+      entry.done?.('woken');
+    }
+  }
+
+  function remove(nodeId: string, entry: Entry): void {
+    const set = byNode.get(nodeId);
+    if (!set) return;
+    set.delete(entry);
+    if (set.size === 0) byNode.delete(nodeId);
+  }
+
+  return {
+    listen() {
+      listening ??= (async () => {
+        try {
+          const stop = await database.listen(COMMANDS_CHANNEL, (payload) => wake(payload));
+          if (closed) await stop();
+          else unlisten = stop;
+        } catch (error) {
+          log.warn('agent API: cannot listen for new commands; long polls re-check on their timer', {
+            error: error instanceof Error ? error.message : String(error),
+          });
+        }
+      })();
+      return listening;
+    },
+
+    register(nodeId) {
+      const entry: Entry = { woken: false };
+      let set = byNode.get(nodeId);
+      if (!set) {
+        set = new Set();
+        byNode.set(nodeId, set);
+      }
+      set.add(entry);
+      return {
+        wait(ms, signal) {
+          if (closed || signal?.aborted) return Promise.resolve('aborted');
+          if (entry.woken) return Promise.resolve('woken');
+          return new Promise<WaitOutcome>((resolve) => {
+            const finish = (outcome: WaitOutcome) => {
+              clearTimeout(timer);
+              signal?.removeEventListener('abort', onAbort);
+              entry.done = undefined;
+              resolve(outcome);
+            };
+            const onAbort = () => finish('aborted');
+            const timer = setTimeout(() => finish('timeout'), Math.max(0, ms));
+            signal?.addEventListener('abort', onAbort, { once: true });
+            entry.done = finish;
+          });
+        },
+        release() {
+          entry.done?.('aborted');
+          remove(nodeId, entry);
+        },
+      };
+    },
+
+    wake,
+
+    count() {
+      let total = 0;
+      for (const set of byNode.values()) total += set.size;
+      return total;
+    },
+
+    async close() {
+      closed = true;
+      for (const set of byNode.values()) for (const entry of set) entry.done?.('aborted');
+      byNode.clear();
+      await listening;
+      const stop = unlisten;
+      unlisten = undefined;
+      await stop?.();
+    },
+  };
+}

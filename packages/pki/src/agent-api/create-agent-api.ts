@@ -1,0 +1,165 @@
+import { type Clock, type Compute, ComputeError, isComputeError, type Logger } from '@better-compute/core';
+import type { Pki } from '../pki';
+import { COMMAND_METHODS } from './command-methods';
+import { createCommandWaiters } from './command-waiters';
+import type { AgentApiContext, AgentCaller, AgentMethod } from './context';
+import { DEFAULT_AGENT_MAX_BODY_BYTES, errorResponse, jsonResponse, readJsonBody } from './http';
+import { NODE_METHODS } from './node-methods';
+import { createSessionKeeper } from './session-keeper';
+
+/** Where the agent API's methods live: `POST /agent/v1/<method>`. */
+export const AGENT_API_BASE_PATH = '/agent/v1';
+/** The default and the largest bound of a long poll. */
+export const DEFAULT_LONG_POLL_MAX_MS = 25_000;
+export const MAX_LONG_POLL_MAX_MS = 60_000;
+/** How often a waiting long poll re-checks the queue without a notification, by default. */
+export const DEFAULT_LONG_POLL_RECHECK_MS = 5_000;
+
+/** Options of {@link createAgentApi}. */
+export interface AgentApiOptions {
+  /** The kernel: its database, command queue and events. */
+  compute: Compute;
+  /** The PKI whose CA signs and checks agent certificates (`pki({ key })`). */
+  pki: Pki;
+  /** Stamps sessions, inventory reports and spec reports. Default: the kernel's clock. */
+  clock?: Clock;
+  /** Default: the kernel's logger. No line carries a token, key, certificate or secret value. */
+  log?: Logger;
+  /** The longest a `commands.poll` is held (1 to 60,000 ms; default 25,000). */
+  longPollMaxMs?: number;
+  /** How often a held poll re-checks without a notification (default 5,000 ms). */
+  recheckMs?: number;
+  /** Bodies larger than this are INVALID_INPUT (default 1 MiB). */
+  maxBodyBytes?: number;
+}
+
+/** The peer of one request, as the TLS server saw it: the client certificate's PEM, when it sent one. */
+export interface AgentPeer {
+  certificatePem?: string;
+}
+
+/** What {@link createAgentApi} returns. */
+export interface AgentApi {
+  /** Answers one request; never throws (errors are `{ code, message, details }` answers). */
+  handle(request: Request, peer: AgentPeer): Promise<Response>;
+  /** How many long polls are waiting now. */
+  waiting(): number;
+  /** Stops listening and answers every held poll at once. */
+  close(): Promise<void>;
+}
+
+const METHODS: Readonly<Record<string, AgentMethod>> = { ...NODE_METHODS, ...COMMAND_METHODS };
+
+function positiveInteger(value: number | undefined, fallback: number, max: number, path: string): number {
+  const chosen = value ?? fallback;
+  if (!Number.isSafeInteger(chosen) || chosen < 1 || chosen > max) {
+    throw new ComputeError('INVALID_CONFIG', `${path} must be an integer from 1 to ${max}`, {
+      details: { path: [path] },
+    });
+  }
+  return chosen;
+}
+
+function unauthenticated(message: string, reason: string): ComputeError {
+  return new ComputeError('UNAUTHENTICATED', message, { details: { path: ['certificate'], reason } });
+}
+
+async function authenticate(ctx: AgentApiContext, peer: AgentPeer): Promise<AgentCaller> {
+  const pem = peer?.certificatePem;
+  if (typeof pem !== 'string' || pem.trim() === '') {
+    throw unauthenticated('this method needs a client certificate', 'certificate-missing');
+  }
+  try {
+    const verified = await ctx.pki.verifyAgentCertificate(ctx.compute.database, pem);
+    return { ...verified, certificatePem: pem };
+  } catch (error) {
+    if (isComputeError(error, 'UNAUTHENTICATED')) throw error;
+    if (isComputeError(error, 'INVALID_INPUT'))
+      throw unauthenticated('the client certificate is not readable', 'certificate-malformed');
+    throw error;
+  }
+}
+
+/**
+ * The agent API as a transport-independent handler: `POST /agent/v1/<method>` with a JSON body answers 200 with JSON.
+ * `join` needs no certificate; every other method needs a client certificate `pki.verifyAgentCertificate` accepts
+ * (none is 401 UNAUTHENTICATED `certificate-missing`; another CA's, an expired, revoked or superseded one is 401 with
+ * pki's `details.reason`), and acts only as the node the certificate names. Errors answer `{ code, message, details }`
+ * with core's `HTTP_STATUS_BY_CODE`: an unknown method 404, another HTTP method 405, a malformed, mistyped or too large
+ * body 400 INVALID_INPUT with `details.path`. Any authenticated call touches the node's open session (at most every
+ * 5 s). `commands.poll` holds the request up to `min(waitMs, longPollMaxMs)` and answers as soon as a command for the
+ * node is enqueued (LISTEN on `bc_commands`, re-checking every `recheckMs` regardless). The server terminating TLS
+ * passes the client certificate it saw (requested, not required) as `peer.certificatePem`.
+ *
+ * @example
+ * ```ts
+ * import { createAgentApi } from '@better-compute/pki/agent-api';
+ *
+ * const agentApi = createAgentApi({ compute, pki: security });
+ * https.createServer({ key, cert, requestCert: true, rejectUnauthorized: false }, async (req, res) => {
+ *   const raw = (req.socket as TLSSocket).getPeerCertificate().raw;
+ *   const certificatePem = raw ? new X509Certificate(raw).toString() : undefined;
+ *   const response = await agentApi.handle(toRequest(req), { certificatePem });
+ *   // … write response to res
+ * });
+ * ```
+ */
+export function createAgentApi(options: AgentApiOptions): AgentApi {
+  if (typeof options !== 'object' || options === null || !options.compute || !options.pki) {
+    throw new ComputeError('INVALID_CONFIG', 'createAgentApi takes { compute, pki }', { details: { path: [] } });
+  }
+  const { compute } = options;
+  const clock = options.clock ?? compute.context.clock;
+  const log = options.log ?? compute.context.log;
+  const longPollMaxMs = positiveInteger(
+    options.longPollMaxMs,
+    DEFAULT_LONG_POLL_MAX_MS,
+    MAX_LONG_POLL_MAX_MS,
+    'longPollMaxMs',
+  );
+  const recheckMs = positiveInteger(options.recheckMs, DEFAULT_LONG_POLL_RECHECK_MS, 3_600_000, 'recheckMs');
+  const limit = positiveInteger(options.maxBodyBytes, DEFAULT_AGENT_MAX_BODY_BYTES, 2 ** 31 - 1, 'maxBodyBytes');
+  const waiters = createCommandWaiters(compute.database, log);
+  const ctx: AgentApiContext = {
+    compute,
+    pki: options.pki,
+    clock,
+    log,
+    longPollMaxMs,
+    recheckMs,
+    waiters,
+    sessions: createSessionKeeper(compute.database, clock, log),
+  };
+
+  async function handle(request: Request, peer: AgentPeer): Promise<Response> {
+    try {
+      const { pathname } = new URL(request.url);
+      const name = pathname.startsWith(`${AGENT_API_BASE_PATH}/`) ? pathname.slice(AGENT_API_BASE_PATH.length + 1) : '';
+      const method = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
+      if (!method) {
+        return errorResponse(
+          new ComputeError('NOT_FOUND', 'no such agent API method', { details: { path: ['method'] } }),
+        );
+      }
+      if (request.method !== 'POST') {
+        const notAllowed = new ComputeError('INVALID_INPUT', 'agent API methods are called with POST', {
+          details: { reason: 'method-not-allowed', allow: ['POST'] },
+        });
+        return errorResponse(notAllowed, { allow: 'POST' }, 405);
+      }
+      // The certificate is checked before the body is read.
+      const caller = method.authenticated ? await authenticate(ctx, peer) : undefined;
+      const body = await readJsonBody(request, limit);
+      if (caller && !name.startsWith('sessions.')) await ctx.sessions.touch(caller.nodeId);
+      const result = await method.run(ctx, { body, caller, signal: request.signal });
+      return jsonResponse(200, result);
+    } catch (error) {
+      if (!isComputeError(error)) {
+        log.error('agent API: a call failed', { error: error instanceof Error ? error.message : String(error) });
+      }
+      return errorResponse(error);
+    }
+  }
+
+  return { handle, waiting: () => waiters.count(), close: () => waiters.close() };
+}

@@ -1,0 +1,15 @@
+export { type AgentCommand, agentCommand } from './command-methods';
+export type { AgentCaller } from './context';
+export {
+  AGENT_API_BASE_PATH,
+  type AgentApi,
+  type AgentApiOptions,
+  type AgentPeer,
+  createAgentApi,
+  DEFAULT_LONG_POLL_MAX_MS,
+  DEFAULT_LONG_POLL_RECHECK_MS,
+  MAX_LONG_POLL_MAX_MS,
+} from './create-agent-api';
+export { INVENTORY_REPORTED_EVENT } from './node-methods';
+export { SESSION_TOUCH_EVERY_MS } from './session-keeper';
+export { type AttestedInput, MAX_INVENTORY_BYTES } from './validate';

@@ -69,6 +69,7 @@ export const ERROR_REASONS = {
     'attestation-failed',
     'claims-mismatch',
     'public-requires-root',
+    'root-only',
   ],
   TIMEOUT: [],
   REJOIN_TIMEOUT: [],

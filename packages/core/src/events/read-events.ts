@@ -18,7 +18,21 @@ export interface ReadEventsInput {
   after?: string;
   limit?: number;
   allTenants?: boolean;
+  /** Only events whose subject starts with this text (`node/`, `site/site_01k…`). */
+  subjectPrefix?: string;
+  /** Only events of these types (`metal.node.deployed`, …); at most {@link MAX_EVENT_TYPES}. */
+  types?: readonly string[];
 }
+
+/** The most types one read may filter on. */
+export const MAX_EVENT_TYPES = 100;
+
+/**
+ * How many events a filtered read looks at, at most, per event it may return: a page of a rare subject or type is
+ * found within `limit × FILTER_SCAN_FACTOR` stored events, and the cursor moves past every event looked at, so the next
+ * read goes on from there instead of looking at them again.
+ */
+export const FILTER_SCAN_FACTOR = 10;
 
 /** The tenant that may read every tenant's events (with `allTenants: true`). */
 const ROOT_TENANT = 'root';
@@ -49,6 +63,10 @@ interface EventRow {
  * `allTenants: true`, which any other tenant is refused (PERMISSION_DENIED at `['allTenants']`). Events of the reader's
  * own open transaction are not returned either: it is still running.
  *
+ * `subjectPrefix` and `types` keep only the events that match; such a read looks at no more than
+ * `limit × FILTER_SCAN_FACTOR` events, and its cursor moves past every event it looked at (so a page may be short, or
+ * empty, with a cursor that moved: keep reading from the cursor).
+ *
  * @example
  * ```ts
  * let page = await readEvents(db, { tenantId: 'acme' });
@@ -75,7 +93,9 @@ export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Prom
       details: { path: ['allTenants'] },
     });
   }
+  const filter = checkFilter(input);
   const from = input.after === undefined ? START_POSITION : decodeEventCursor(input.after, ['after']);
+  if (filter !== undefined) return readFiltered(sql, input.tenantId, allTenants, from, limit, filter);
   // Two texts rather than one with an OR, so each uses its own index: (tenant_id, tx_id, seq) or (tx_id, seq).
   const params: unknown[] = [from.txId, from.seq, limit];
   if (!allTenants) params.push(input.tenantId);
@@ -86,17 +106,113 @@ export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Prom
      ORDER BY tx_id, seq LIMIT $3`,
     params,
   );
-  const events = rows.map(
-    (row): ComputeEvent => ({
-      id: row.id,
-      tenantId: row.tenant_id,
-      subject: row.subject,
-      type: row.type,
-      data: row.data,
-      at: row.at,
-      cursor: encodeEventCursor({ txId: row.tx_id, seq: String(row.seq) }),
-    }),
-  );
+  const events = rows.map(toEvent);
   const last = events.at(-1);
   return { events, cursor: last ? last.cursor : encodeEventCursor(from) };
+}
+
+function toEvent(row: EventRow): ComputeEvent {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    subject: row.subject,
+    type: row.type,
+    data: row.data,
+    at: row.at,
+    cursor: encodeEventCursor({ txId: row.tx_id, seq: String(row.seq) }),
+  };
+}
+
+interface EventFilter {
+  subjectPrefix: string | null;
+  types: string[] | null;
+}
+
+function checkFilter(input: ReadEventsInput): EventFilter | undefined {
+  const { subjectPrefix, types } = input;
+  if (subjectPrefix !== undefined) {
+    if (typeof subjectPrefix !== 'string' || subjectPrefix.length === 0 || subjectPrefix.length > 512) {
+      throw new ComputeError('INVALID_INPUT', 'subjectPrefix must be a string of 1 to 512 characters', {
+        details: { path: ['subjectPrefix'] },
+      });
+    }
+    assertStorableText(subjectPrefix, ['subjectPrefix']);
+  }
+  if (types !== undefined) {
+    if (!Array.isArray(types) || types.length === 0 || types.length > MAX_EVENT_TYPES) {
+      throw new ComputeError('INVALID_INPUT', `types must be a list of 1 to ${MAX_EVENT_TYPES} event types`, {
+        details: { path: ['types'] },
+      });
+    }
+    types.forEach((type, i) => {
+      if (typeof type !== 'string' || type.length === 0 || type.length > 256) {
+        throw new ComputeError('INVALID_INPUT', 'an event type is a string of 1 to 256 characters', {
+          details: { path: ['types', i] },
+        });
+      }
+      assertStorableText(type, ['types', i]);
+    });
+  }
+  if (subjectPrefix === undefined && types === undefined) return undefined;
+  return { subjectPrefix: subjectPrefix ?? null, types: types === undefined ? null : [...new Set(types)] };
+}
+
+/**
+ * A filtered read looks at up to `limit × FILTER_SCAN_FACTOR` events past the cursor in one statement and returns the
+ * first `limit` that match. When fewer match, the cursor is the last event looked at, so a read of a rare subject
+ * moves on through the outbox instead of starting over each time; an empty page may therefore still move the cursor.
+ */
+async function readFiltered(
+  sql: SqlExecutor,
+  tenantId: string,
+  allTenants: boolean,
+  from: { txId: string; seq: string },
+  limit: number,
+  filter: EventFilter,
+): Promise<EventsPage> {
+  const params: unknown[] = [
+    from.txId,
+    from.seq,
+    limit,
+    limit * FILTER_SCAN_FACTOR,
+    filter.subjectPrefix,
+    filter.types,
+  ];
+  if (!allTenants) params.push(tenantId);
+  const { rows } = await sql.query<EventRow & { hit: boolean }>(
+    `WITH scanned AS (
+       SELECT seq, tx_id, id, tenant_id, subject, type, data, at FROM events
+       WHERE ${allTenants ? '' : 'tenant_id = $7 AND '}(tx_id, seq) > ($1::xid8, $2::bigint)
+         AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY tx_id, seq LIMIT $4
+     ), hits AS (
+       SELECT * FROM scanned
+       WHERE ($5::text IS NULL OR starts_with(subject, $5::text)) AND ($6::text[] IS NULL OR type = ANY($6::text[]))
+       ORDER BY tx_id, seq LIMIT $3
+     ), tail AS (
+       SELECT * FROM scanned ORDER BY tx_id DESC, seq DESC LIMIT 1
+     )
+     SELECT true AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM hits
+     UNION ALL
+     SELECT false AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM tail`,
+    params,
+  );
+  const hits = rows.filter((row) => row.hit);
+  hits.sort((a, b) => comparePositions(a, b));
+  const events = hits.map(toEvent);
+  const tail = rows.find((row) => !row.hit);
+  const last = events.at(-1);
+  // A full page ends at its last event (events after it were not looked at); a short one at the last event looked at.
+  let cursor: string;
+  if (events.length === limit && last) cursor = last.cursor;
+  else if (tail) cursor = encodeEventCursor({ txId: tail.tx_id, seq: String(tail.seq) });
+  else cursor = encodeEventCursor(from);
+  return { events, cursor };
+}
+
+function comparePositions(a: EventRow, b: EventRow): number {
+  const ta = BigInt(a.tx_id);
+  const tb = BigInt(b.tx_id);
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  return Number(a.seq) - Number(b.seq);
 }

@@ -14,7 +14,7 @@ import type { QuorumPort } from '../ports/quorum';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlDatabase, SqlExecutor } from '../sql/executor';
 import { createWorkQueue, runDueWork, startWorker } from '../work';
-import { coreModule } from './core-module';
+import { createCoreModule } from './core-module';
 import { type Logger, silentLogger } from './logger';
 import type { ComputeModule, ModuleContext, WorkflowsPort } from './module';
 import { createModuleRegistry, type ModuleRegistry } from './registry';
@@ -105,10 +105,14 @@ export async function betterCompute(options: BetterComputeOptions = {}): Promise
   if (typeof options !== 'object' || options === null) {
     throw new ComputeError('INVALID_CONFIG', 'betterCompute takes an options object', { details: { path: [] } });
   }
+  // The core module's doctor runs over every registered module: it reads the registry once it exists.
+  const registered: { modules: readonly ComputeModule[] } = { modules: [] };
+  const coreModule = createCoreModule(() => registered.modules);
   const registry = createModuleRegistry({
     modules: [coreModule, ...(options.modules ?? [])],
     ...(options.plugins ? { plugins: options.plugins } : {}),
   });
+  registered.modules = registry.modules;
   const shards = options.shards ?? 64;
   if (!Number.isInteger(shards) || shards < 1 || shards > 4096) {
     throw new ComputeError('INVALID_CONFIG', 'shards must be a whole number from 1 to 4096', {

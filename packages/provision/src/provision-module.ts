@@ -35,7 +35,7 @@ export interface ProvisionOptions {
 export interface ProvisionModule extends ComputeModule {
   readonly id: 'provision';
   readonly engine: Engine;
-  /** The `profiles` and `workflows` API groups, built from the engine. */
+  /** The `images`, `profiles` and `workflows` API groups, built from the engine and the `imageVerifier`. */
   readonly api: ProvisionApi;
   /** The image catalog bound to the module's `imageVerifier` and the kernel's clock. */
   readonly images: ImageCatalog;
@@ -91,7 +91,7 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
       kernel.clock = ctx.clock;
     },
     workflows,
-    api: provisionApi(engine),
+    api: provisionApi(engine, options.imageVerifier ?? imageVerifier),
     engine,
     images: imageCatalog(options.imageVerifier ?? imageVerifier, () => kernel.clock),
   });

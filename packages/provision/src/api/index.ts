@@ -1,7 +1,10 @@
+import type { ImageVerifier } from '@better-compute/pki';
 import type { Engine } from '../engine/start-workflow';
+import { imagesApi } from './images';
 import { profilesApi } from './profiles';
 import { workflowsApi } from './workflows';
 
+export { type ApiImage, type ApiImageSummary, type ImagesApi, imagesApi } from './images';
 export { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type Page } from './pages';
 export {
   type ApiProfile,
@@ -21,8 +24,9 @@ export {
 } from './workflows';
 
 /**
- * The provision module's API groups, `profiles` and `workflows`, resolving against an engine's steps and shipped
- * profiles. `provisionModule()` mounts them as its `api`.
+ * The provision module's API groups, `images`, `profiles` and `workflows`, resolving against an engine's steps and
+ * shipped profiles; `images.register` checks signatures with `imageVerifier` (pki's allowlist by default).
+ * `provisionModule()` mounts them as its `api`.
  *
  * @example
  * ```ts
@@ -30,8 +34,8 @@ export {
  * provision.api.workflows.get; // the same groups: provisionApi(provision.engine)
  * ```
  */
-export function provisionApi(engine: Engine) {
-  return { profiles: profilesApi(engine), workflows: workflowsApi() };
+export function provisionApi(engine: Engine, imageVerifier?: ImageVerifier) {
+  return { images: imagesApi(imageVerifier), profiles: profilesApi(engine), workflows: workflowsApi() };
 }
 
 /**

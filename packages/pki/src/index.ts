@@ -12,6 +12,11 @@ export {
   verifyAgentCertificate,
 } from './ca/agent-certificates';
 export { type CertificateAuthority, ensureCertificateAuthority, readCaCertificate } from './ca/authority';
+export {
+  type IssuedServerCertificate,
+  issueServerCertificate,
+  type ServerCertificateInput,
+} from './ca/server-certificate';
 export type { CaAlgorithm } from './ca/x509';
 export { open, seal } from './crypto/aead';
 export { canonicalBytes, canonicalJson } from './crypto/canonical-json';

@@ -57,3 +57,8 @@ export {
   type WorkerOptions,
   type WorkQueueOptions,
 } from '../work';
+// What the server (apps/server) serves beside compute.handler: bearer-token authentication and grants for its own
+// routes (the SSE event stream), the OpenAPI document, and the outbox read by cursor.
+export { authenticate, createOpenApiDocument, grantsPermission } from '../api';
+export { readEvents } from '../events';
+export { decodeEventCursor, encodeEventCursor } from '../events/cursor';

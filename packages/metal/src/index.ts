@@ -11,7 +11,15 @@ export {
 } from './api/cursor';
 export { checkBmcAddress, checkMacs } from './api/inputs';
 export { COMPUTE_SITE, type MetalApi, metalApi, resolveSiteResource } from './api/metal-api';
-export { SITE_TOKEN_TTL, type SiteJoinToken, type SitesApi, type SiteView, sitesApi } from './api/sites-api';
+export {
+  SITE_TOKEN_TTL,
+  type SiteJoinToken,
+  type SiteSummary,
+  type SitesApi,
+  type SitesPage,
+  type SiteView,
+  sitesApi,
+} from './api/sites-api';
 export type { MachineStepView, MachineSummary, MachineView, MachineWorkflowView } from './api/views';
 export { METAL_DOCTOR_LIMITS, metalFindings } from './doctor/findings';
 export {

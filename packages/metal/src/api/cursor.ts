@@ -11,8 +11,8 @@ const LISTING = 'metal.machines';
 // created_at as the listing prints it: microseconds, UTC, so a cursor compares exactly with the column.
 const CREATED_KEY = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-function invalidCursor(): ComputeError {
-  return new ComputeError('INVALID_INPUT', 'cursor is not a cursor metal.list returned', {
+function invalidCursor(listing = 'metal.list'): ComputeError {
+  return new ComputeError('INVALID_INPUT', `cursor is not a cursor ${listing} returned`, {
     details: { path: ['cursor'], reason: 'invalid-cursor' },
   });
 }
@@ -56,4 +56,36 @@ export function decodeMachineCursor(cursor: string): MachineCursor {
     throw invalidCursor();
   }
   return { createdKey: t, nodeId: n };
+}
+
+const SITES_LISTING = 'metal.sites';
+
+/** The position after a page's last site of `sites.list`: its creation time (as the listing prints it) and id. */
+export interface SiteCursor {
+  createdKey: string;
+  siteId: string;
+}
+
+/** An opaque cursor for the site after `position` (base64url JSON, tagged with the listing). */
+export function encodeSiteCursor(position: SiteCursor): string {
+  return Buffer.from(JSON.stringify({ l: SITES_LISTING, t: position.createdKey, s: position.siteId }), 'utf8').toString(
+    'base64url',
+  );
+}
+
+/** Decodes what {@link encodeSiteCursor} made; anything else is INVALID_INPUT at `['cursor']`. */
+export function decodeSiteCursor(cursor: string): SiteCursor {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw invalidCursor('sites.list');
+  }
+  if (typeof parsed !== 'object' || parsed === null) throw invalidCursor('sites.list');
+  const { l, t, s } = parsed as Record<string, unknown>;
+  if (l !== SITES_LISTING || !isCreatedKey(t)) throw invalidCursor('sites.list');
+  if (typeof s !== 'string' || s.length === 0 || s.length > 512 || storableTextProblem(s) !== undefined) {
+    throw invalidCursor('sites.list');
+  }
+  return { createdKey: t, siteId: s };
 }

@@ -1,5 +1,6 @@
 import { ComputeError, defineApiGroup, defineApiMethod, newId, resolveTenantResource } from '@better-compute/core';
 import * as v from 'valibot';
+import { decodeSiteCursor, encodeSiteCursor, METAL_DEFAULT_LIMIT, METAL_MAX_LIMIT } from './cursor';
 import { checkStorable, textSchema } from './inputs';
 import { resolveSiteResource } from './metal-api';
 
@@ -9,6 +10,48 @@ export interface SiteView {
   tenantId: string;
   name: string;
   createdAt: string;
+}
+
+/** A site as `sites.list` shows it: with its connected site agents and the one holding the boot lease. */
+export interface SiteSummary extends SiteView {
+  /** Site agents of the site with an open session seen within the last minute. */
+  connectedSiteAgents: number;
+  /** The site agent (node id) holding the site's boot lease while its session is live, else `null`. */
+  bootLeaseHolder: string | null;
+}
+
+/** A page of `sites.list`, newest first: pass `nextCursor` back as `cursor`; `null` on the last page. */
+export interface SitesPage {
+  items: SiteSummary[];
+  nextCursor: string | null;
+}
+
+/** How long a site agent's session counts as connected without a touch (the kernel's default freshness). */
+const SESSION_STALE_AFTER_MS = 60_000;
+
+// Per site, two index lookups: the site agents (nodes_site_idx) with a live session (agent_sessions_node_idx), and the
+// lease row with its holder's session.
+const LIST_SITES = `
+SELECT s.id, s.tenant_id, s.name, s.created_at,
+  to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_key,
+  (SELECT count(DISTINCT n.id) FROM nodes n JOIN agent_sessions a ON a.node_id = n.id
+    WHERE n.site_id = s.id AND n.kind = 'site-agent' AND a.closed_at IS NULL AND a.last_seen_at > $2)::int
+    AS connected_site_agents,
+  (SELECT l.holder_node_id FROM site_boot_leases l JOIN agent_sessions a ON a.id = l.session_id
+    WHERE l.site_id = s.id AND a.closed_at IS NULL AND a.last_seen_at > $2) AS boot_lease_holder
+FROM sites s
+WHERE s.tenant_id = $1 AND ($3::timestamptz IS NULL OR (s.created_at, s.id) < ($3::timestamptz, $4::text))
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $5`;
+
+interface SiteRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+  created_at: Date;
+  created_key: string;
+  connected_site_agents: number;
+  boot_lease_holder: string | null;
 }
 
 /** A site agent's join token, as `sites.joinToken` returns it once. */
@@ -28,7 +71,8 @@ export const SITE_TOKEN_TTL = Object.freeze({ defaultSeconds: 3_600, maxSeconds:
 /**
  * The `sites` API group: `create` (a site of a tenant, decided on the tenant) and `joinToken` (a join token a site
  * agent of that site joins with, role `site`, decided on the site through `ctx.pki`; INVALID_CONFIG without pki). Both
- * need `compute:sites:manage`. The token is returned once and nowhere stored in clear or logged.
+ * need `compute:sites:manage`. `list` (`compute:sites:read`, decided on the tenant) shows the tenant's sites, newest
+ * first, each with its connected site agents and its boot-lease holder. The token is returned once and nowhere stored in clear or logged.
  *
  * @example
  * ```ts
@@ -135,7 +179,54 @@ export function sitesApi() {
     },
   });
 
-  return defineApiGroup('sites', { create, joinToken });
+  const list = defineApiMethod({
+    input: v.object({
+      tenantId: textSchema('tenantId'),
+      limit: v.optional(
+        v.pipe(
+          v.number('limit must be a number'),
+          v.integer('limit must be a whole number'),
+          v.minValue(1, 'limit must be at least 1'),
+          v.maxValue(METAL_MAX_LIMIT, `limit must be at most ${METAL_MAX_LIMIT}`),
+        ),
+        METAL_DEFAULT_LIMIT,
+      ),
+      cursor: v.optional(v.pipe(v.string('cursor must be a string'), v.minLength(1), v.maxLength(2048))),
+    }),
+    permission: 'compute:sites:read',
+    resource: (input, ctx) => resolveTenantResource(ctx.sql, input.tenantId),
+    description:
+      "The tenant's sites, newest first, each with its connected site agents and the boot-lease holder; limit at " +
+      'most 100 (default 50); nextCursor fetches the next page.',
+    handler: async (input, ctx): Promise<SitesPage> => {
+      const after = input.cursor === undefined ? undefined : decodeSiteCursor(input.cursor);
+      const { rows } = await ctx.sql.query<SiteRow>(LIST_SITES, [
+        input.tenantId,
+        new Date(ctx.clock.now().getTime() - SESSION_STALE_AFTER_MS),
+        after?.createdKey ?? null,
+        after?.siteId ?? null,
+        input.limit + 1,
+      ]);
+      const page = rows.slice(0, input.limit);
+      const last = page.at(-1);
+      return {
+        items: page.map((row) => ({
+          id: row.id,
+          tenantId: row.tenant_id,
+          name: row.name,
+          createdAt: new Date(row.created_at).toISOString(),
+          connectedSiteAgents: Number(row.connected_site_agents),
+          bootLeaseHolder: row.boot_lease_holder,
+        })),
+        nextCursor:
+          rows.length > input.limit && last
+            ? encodeSiteCursor({ createdKey: last.created_key, siteId: last.id })
+            : null,
+      };
+    },
+  });
+
+  return defineApiGroup('sites', { create, joinToken, list });
 }
 
 /** The `sites` group {@link sitesApi} returns. */

@@ -17,6 +17,14 @@ export {
 export { createFakeClock, type FakeClock } from './fake-clock';
 export { type InsertNodeInput, type InsertSiteInput, insertNode, insertSite } from './fixtures';
 export {
+  createHttpAgent,
+  type HttpAgent,
+  type HttpAgentCertificate,
+  type HttpAgentCompletion,
+  type HttpAgentOptions,
+  type HttpAgentSession,
+} from './http-agent';
+export {
   createInMemoryCommandQueue,
   type InMemoryCommandQueue,
   type InMemoryCommandQueueOptions,

@@ -64,6 +64,8 @@ async function readKey(config: ServerConfig): Promise<Uint8Array> {
  * ```
  */
 export async function composeCompute(config: ServerConfig, log: ServerLogger): Promise<Composed> {
+  // The plugin config module first: a refused one leaves nothing behind on disk.
+  const plugin = await loadPluginConfig(config.configModule);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const key = await readKey(config);
   let security: Pki;
@@ -72,7 +74,6 @@ export async function composeCompute(config: ServerConfig, log: ServerLogger): P
   } catch (error) {
     throw renamePath(error, 'quorum', 'BETTER_COMPUTE_QUORUM');
   }
-  const plugin = await loadPluginConfig(config.configModule);
   const plugins = plugin.plugins ?? [];
   const bareMetal = metal();
   let provision: ReturnType<typeof provisionModule>;

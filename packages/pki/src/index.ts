@@ -48,6 +48,13 @@ export {
   imageVerifier,
   revokeImageSigner,
 } from './images/image-signers';
+export {
+  type ApiImageSigner,
+  COMPUTE_IMAGE_SIGNER,
+  type ImageSignersApi,
+  type ImageSignersPage,
+  imageSignersApi,
+} from './images/image-signers-api';
 export { pkiMigrationsFolder } from './migrations-folder';
 export { type Pki, type PkiOptions, pki } from './pki';
 export {

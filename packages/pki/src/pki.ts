@@ -28,6 +28,7 @@ import {
   imageVerifier,
   revokeImageSigner,
 } from './images/image-signers';
+import { imageSignersApi } from './images/image-signers-api';
 import { pkiMigrationsFolder } from './migrations-folder';
 import {
   approveBatch,
@@ -147,6 +148,8 @@ export function pki(options: PkiOptions): Pki {
     id: 'pki',
     migrations: { folder: pkiMigrationsFolder },
     commandPolicy: quorumCommandPolicy(quorum, clock),
+    // The allowlist `images.register` verifies against, so an operator can trust a signer over the API alone.
+    api: { imageSigners: imageSignersApi() },
     init(ctx) {
       if (!options.clock) current.clock = ctx.clock;
       if (!options.log) current.log = ctx.log;

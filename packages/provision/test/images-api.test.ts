@@ -160,3 +160,19 @@ describe('images.list and images.get', () => {
     expect([error.code, error.details.path]).toEqual(['INVALID_INPUT', ['ref']]);
   });
 });
+
+describe('the catalog over the API alone', () => {
+  it('trusts a signer with imageSigners.add, then registers and gets an image signed by it', async () => {
+    const operatorKey = generateSigningKeyPair('ed25519');
+    const calls = compute.api as unknown as Record<string, Record<string, (t: string, i: unknown) => Promise<unknown>>>;
+    const signer = (await calls.imageSigners?.add?.(root, {
+      tenantId: 'globex',
+      name: 'globex release',
+      publicKey: operatorKey.publicKeyPem,
+    })) as { id: string };
+    const input = image('globex', operatorKey, 'flatcar', '4081.2.0');
+    const registered = await api.images.register(root, input);
+    expect(registered).toMatchObject({ tenantId: 'globex', ref: 'flatcar@4081.2.0', signerId: signer.id });
+    expect(await api.images.get(root, { tenantId: 'globex', ref: 'flatcar@4081.2.0' })).toEqual(registered);
+  });
+});

@@ -8,6 +8,7 @@ import {
   createCredential,
   type Json,
 } from '@better-compute/core';
+import { createOpenApiDocument } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   generateSigningKeyPair,
@@ -118,5 +119,16 @@ describe('imageSigners', () => {
     const signature = signToBase64Url(acmeKey.privateKeyPem, imageSigningBytes(digest));
     const refused = await refusal(imageVerifier(compute.database, { tenantId: 'acme', digest, signature }));
     expect(refused.code).toBe('PERMISSION_DENIED');
+  });
+});
+
+describe('the imageSigners group in the OpenAPI document', () => {
+  it('describes each method with its permission and input schema', () => {
+    const doc = createOpenApiDocument(compute.registry.apiGroups);
+    const add = doc.paths['/v1/imageSigners.add']?.post as Record<string, unknown>;
+    expect(add['x-permission']).toBe('compute:image-signers:manage');
+    expect(JSON.stringify(add.requestBody)).toContain('publicKey');
+    expect(doc.paths['/v1/imageSigners.list']).toBeDefined();
+    expect(doc.paths['/v1/imageSigners.revoke']).toBeDefined();
   });
 });

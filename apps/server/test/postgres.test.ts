@@ -5,7 +5,7 @@ import { api, call, type ServerProcess, startServer, tempDir } from './support/s
 
 // Several processes on one PostgreSQL database, started at once: each migrates (the kernel's advisory lock lets one
 // apply and the others find nothing to do) and comes up; one root admin is created among them; the roles split the
-// API from the workers; SIGTERM releases the worker's leases.
+// API from the workers; TLS=off serves the operator API as plain HTTP; SIGTERM releases the worker's leases.
 
 const url = process.env.TEST_DATABASE_URL;
 
@@ -23,7 +23,14 @@ describe.skipIf(url === undefined)('on PostgreSQL, by role', () => {
         dirs.push(dir);
         return startServer({
           dataDir: dir.path,
-          env: { DATABASE_URL: scratch.url as string, BETTER_COMPUTE_SECRET_KEY: key, ROLE: role, SHARDS: '16' },
+          env: {
+            DATABASE_URL: scratch.url as string,
+            BETTER_COMPUTE_SECRET_KEY: key,
+            ROLE: role,
+            SHARDS: '16',
+            // The api process serves its operator API as plain HTTP (behind a proxy); its agent port stays TLS.
+            ...(role === 'api' ? { TLS: 'off' } : {}),
+          },
         });
       }),
     );
@@ -55,7 +62,8 @@ describe.skipIf(url === undefined)('on PostgreSQL, by role', () => {
 
   it('the api role serves the APIs without workers; the worker role serves health only and holds leases', async () => {
     const [, apiOnly, worker] = servers as [ServerProcess, ServerProcess, ServerProcess];
-    expect(apiOnly.agentUrl).toBeDefined();
+    expect(apiOnly.apiUrl).toMatch(/^http:\/\//);
+    expect(apiOnly.agentUrl).toMatch(/^https:\/\//);
     const apiReady = (await call(`${apiOnly.apiUrl}/readyz`, { ca: apiOnly.ca })).json();
     expect(apiReady).toMatchObject({ status: 'ready' });
     expect(apiReady.checks).not.toHaveProperty('leases');

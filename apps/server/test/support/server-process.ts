@@ -68,7 +68,8 @@ export async function startServer(options: {
     { DATA_DIR: options.dataDir, PORT: '0', AGENT_PORT: '0', LOG_LEVEL: 'debug', ...options.env },
     options.args,
   );
-  const deadline = Date.now() + (options.timeoutMs ?? 25_000);
+  // A fresh PGlite data dir takes about 10 s to initialise and migrate on an idle 2-core machine; CI runs two files at once.
+  const deadline = Date.now() + (options.timeoutMs ?? 50_000);
   let exitCode: number | null | undefined;
   void spawned.exited.then((code) => {
     exitCode = code;

@@ -7,12 +7,41 @@ import { DEFAULT_AGENT_MAX_BODY_BYTES, errorResponse, jsonResponse, readJsonBody
 import { NODE_METHODS } from './node-methods';
 import { createSessionKeeper } from './session-keeper';
 
-/** Where the agent API's methods live: `POST /agent/v1/<method>`. */
+/**
+ * Where the agent API's methods live: `POST /agent/v1/<method>`.
+ *
+ * @example
+ * ```ts
+ * const url = `https://cp:8443${AGENT_API_BASE_PATH}/commands.poll`;
+ * ```
+ */
 export const AGENT_API_BASE_PATH = '/agent/v1';
-/** The default and the largest bound of a long poll. */
+/**
+ * The default bound of a long poll (`longPollMaxMs`).
+ *
+ * @example
+ * ```ts
+ * createAgentApi({ compute, pki: security, longPollMaxMs: DEFAULT_LONG_POLL_MAX_MS });
+ * ```
+ */
 export const DEFAULT_LONG_POLL_MAX_MS = 25_000;
+/**
+ * The largest `longPollMaxMs` accepted.
+ *
+ * @example
+ * ```ts
+ * createAgentApi({ compute, pki: security, longPollMaxMs: MAX_LONG_POLL_MAX_MS });
+ * ```
+ */
 export const MAX_LONG_POLL_MAX_MS = 60_000;
-/** How often a waiting long poll re-checks the queue without a notification, by default. */
+/**
+ * How often a waiting long poll re-checks the queue without a notification, by default.
+ *
+ * @example
+ * ```ts
+ * createAgentApi({ compute, pki: security, recheckMs: DEFAULT_LONG_POLL_RECHECK_MS * 2 });
+ * ```
+ */
 export const DEFAULT_LONG_POLL_RECHECK_MS = 5_000;
 
 /** Options of {@link createAgentApi}. */

@@ -1,6 +1,13 @@
 import { ComputeError, HTTP_STATUS_BY_CODE, toComputeError } from '@better-compute/core';
 
-/** The largest request body the agent API reads unless configured: 1 MiB. */
+/**
+ * The largest request body the agent API reads unless configured: 1 MiB.
+ *
+ * @example
+ * ```ts
+ * createAgentApi({ compute, pki: security, maxBodyBytes: DEFAULT_AGENT_MAX_BODY_BYTES / 4 });
+ * ```
+ */
 export const DEFAULT_AGENT_MAX_BODY_BYTES = 1024 * 1024;
 
 /**

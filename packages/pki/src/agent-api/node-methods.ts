@@ -4,7 +4,14 @@ import { getNode } from '@better-compute/core/nodes';
 import { type AgentApiContext, type AgentCall, type AgentMethod, callerOf } from './context';
 import { optionalInteger, parseInventoryBody, requireBody, requirePublicKeyShape, requireRole } from './validate';
 
-/** The event `inventory.report` publishes, in the transaction that stores the inventory. */
+/**
+ * The event `inventory.report` publishes, in the transaction that stores the inventory.
+ *
+ * @example
+ * ```ts
+ * compute.events.subscribe((event) => event.type === INVENTORY_REPORTED_EVENT && refresh(event.subject));
+ * ```
+ */
 export const INVENTORY_REPORTED_EVENT = 'node.inventory-reported';
 
 function issued(certificate: {

@@ -7,7 +7,14 @@ import {
   touchAgentSession,
 } from '@better-compute/core/kernel';
 
-/** How often at most an authenticated call touches its node's open session (by the clock): every 5 s. */
+/**
+ * How often at most an authenticated call touches its node's open session (by the clock): every 5 s.
+ *
+ * @example
+ * ```ts
+ * clock.advance(SESSION_TOUCH_EVERY_MS); // the next call touches the session
+ * ```
+ */
 export const SESSION_TOUCH_EVERY_MS = 5_000;
 
 /** The agent API's view of each node's open session: opened, closed and touched through core's agent sessions. */

@@ -6,7 +6,14 @@ import { fromBase64 } from '../crypto/encoding';
 // Hand-written checks: each refusal is INVALID_INPUT with `details.path`, and no message quotes the value (a body may
 // carry a join token or a key).
 
-/** The largest inventory an agent may report, as JSON text: 64 KiB. */
+/**
+ * The largest inventory an agent may report, as JSON text: 64 KiB.
+ *
+ * @example
+ * ```ts
+ * Buffer.byteLength(JSON.stringify(inventory)) <= MAX_INVENTORY_BYTES;
+ * ```
+ */
 export const MAX_INVENTORY_BYTES = 64 * 1024;
 
 /**

@@ -61,6 +61,9 @@ export const ERROR_REASONS = {
     'certificate-expired',
     'certificate-unknown',
     'certificate-revoked',
+    // The agent API: no client certificate, or one that is not a certificate.
+    'certificate-missing',
+    'certificate-malformed',
   ],
   PERMISSION_DENIED: [
     'approver-unknown',

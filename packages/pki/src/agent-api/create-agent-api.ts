@@ -89,7 +89,7 @@ function positiveInteger(value: number | undefined, fallback: number, max: numbe
   return chosen;
 }
 
-function unauthenticated(message: string, reason: string): ComputeError {
+function unauthenticated(message: string, reason: 'certificate-missing' | 'certificate-malformed'): ComputeError {
   return new ComputeError('UNAUTHENTICATED', message, { details: { path: ['certificate'], reason } });
 }
 

@@ -209,6 +209,7 @@ interface CommandRow {
 }
 
 const completed = new Map<string, number>();
+const completing = new Map<string, number>();
 const byKind = new Map<string, number>();
 const queue: CommandRow[] = [];
 const waiters: ((row: CommandRow | undefined) => void)[] = [];
@@ -283,12 +284,14 @@ async function answer(row: CommandRow): Promise<void> {
     await commands.failCommand(database, { ...ref, reason: outcome.reason });
     return;
   }
+  const settling = performance.timeOrigin + performance.now();
   await commands.completeCommand(database, {
     ...ref,
     ...(outcome.result === undefined ? {} : { result: encodeResult(outcome.result) }),
     ...(outcome.attested === undefined ? {} : { attested: outcome.attested }),
   });
   completed.set(row.id, performance.timeOrigin + performance.now());
+  completing.set(row.id, settling);
   await outcome.after?.();
 }
 
@@ -360,6 +363,7 @@ process.on('message', (message: unknown) => {
     const report: AgentsReport = {
       type: 'report',
       completed: [...completed.entries()],
+      completing: [...completing.entries()],
       connected: [...connected.entries()],
       byKind: [...byKind.entries()],
       errors,

@@ -58,6 +58,11 @@ export interface AgentsReport {
   type: 'report';
   /** By command id: the wall time (ms) right after its completeCommand statement committed. */
   completed: [string, number][];
+  /**
+   * By command id: the wall time (ms) right before its completeCommand statement was sent. The commit lies between
+   * this and `completed`; the engine may react to it before the agents' process records `completed`.
+   */
+  completing: [string, number][];
   /** By machine node id: the wall times (ms) its agent's sessions opened after a boot (realistic model only). */
   connected: [string, number[]][];
   /** Commands handled, by kind (driver.invoke by operation). */

@@ -145,8 +145,10 @@ interface Figures {
   steady: number[];
   /** From a machine's agent connecting after a boot to the next command of its workflow. */
   afterBoot: number[];
-  /** The slowest result→next pairs by what preceded: label → latencies (ms). */
-  byPrevious: Map<string, number[]>;
+  /** The result→next pairs by what preceded: label → latencies (ms), all and steady. */
+  byPrevious: Map<string, { all: number[]; steady: number[] }>;
+  /** Pairs whose result the agents recorded after the next command was seen sent (left out; see resultToNext). */
+  inverted: number;
   /** Heap after a forced GC before the workers started. */
   baselineHeap: number;
   /** Heap after a forced GC once every machine was through, the workers still running (the idle baseline). */
@@ -312,9 +314,10 @@ async function measure(workers: number): Promise<Figures> {
       `SELECT c.id, c.workflow_id, w.node_id, c.kind, c.payload->>'operation' AS operation
        FROM commands c JOIN workflows w ON w.id = c.workflow_id ORDER BY c.workflow_id`,
     );
-    const { sent, steady, byPrevious, afterBoot } = resultToNext(
+    const { sent, steady, byPrevious, afterBoot, inverted } = resultToNext(
       commandRows,
       new Map(report.completed),
+      new Map(report.completing),
       counting.sentAt,
       new Map(report.connected),
       started + WARMUP_MS,
@@ -322,6 +325,7 @@ async function measure(workers: number): Promise<Figures> {
     // The idle engine after the run, its workers still up: the instrumentation's ids dropped, then a forced GC.
     counting.sentAt.clear();
     report.completed = [];
+    report.completing = [];
     report.connected = [];
     await sleep(2_000);
     gc?.();
@@ -344,6 +348,7 @@ async function measure(workers: number): Promise<Figures> {
       sent,
       steady,
       byPrevious,
+      inverted,
       afterBoot,
       baselineHeap,
       idleHeap,
@@ -393,9 +398,15 @@ async function registerImage(sql: SqlDatabase, lab: ReturnType<typeof metalLabCo
 interface Pairs {
   sent: number[];
   steady: number[];
-  byPrevious: Map<string, number[]>;
+  /** By pair of commands (`previous → next`): every latency, and those of the steady figure. */
+  byPrevious: Map<string, { all: number[]; steady: number[] }>;
   /** From an agent's connection after a boot to its workflow's next command (the steps that wait for it look again). */
   afterBoot: number[];
+  /**
+   * Pairs left out because the agents' process recorded the result after the engine's client saw the next command
+   * committed (the engine reacted within the completion statement's round trip): their latency is not measured.
+   */
+  inverted: number;
 }
 
 /**
@@ -405,34 +416,44 @@ interface Pairs {
  * workflow's last result pairs with nothing. When the machine's agent connected after a boot in between (the power
  * cycle's result, then the ramdisk joining), the next command waited for the boot, not the result: that pair counts
  * from the connection, apart (`afterBoot`).
+ *
+ * Results are ordered by when their completion statement was sent (`completing`), not by when the agents' process saw
+ * it commit (`completed`, what the latency counts from): the commit lies between, and the engine can see it and send
+ * the next command before the agents' process gets to record it (a busy process). Ordered by the later time, such a
+ * result came after the command it caused, which was then paired with an earlier result of the workflow or with none,
+ * and the result itself with a later command. Such a pair is counted apart (`inverted`), its latency unmeasured.
  */
 function resultToNext(
   rows: readonly { id: string; workflow_id: string; node_id: string; kind: string; operation: string | null }[],
   completed: ReadonlyMap<string, number>,
+  completing: ReadonlyMap<string, number>,
   sentAt: ReadonlyMap<string, number>,
   connected: ReadonlyMap<string, number[]>,
   steadyFrom: number,
 ): Pairs {
-  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [] };
+  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [], inverted: 0 };
   const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
   let i = 0;
   while (i < rows.length) {
     const first = rows[i] as (typeof rows)[number];
-    const events: { at: number; what: 'result' | 'sent' | 'connected'; label: string }[] = [];
+    // `order`: when the event could first have been seen (a result: its statement sent); `at`: when it was.
+    const events: { order: number; at: number; what: 'result' | 'sent' | 'connected'; label: string }[] = [];
     for (; i < rows.length && rows[i]?.workflow_id === first.workflow_id; i += 1) {
       const row = rows[i] as (typeof rows)[number];
       const done = completed.get(row.id);
       const out = sentAt.get(row.id);
-      if (done !== undefined) events.push({ at: done, what: 'result', label: label(row) });
-      if (out !== undefined) events.push({ at: out, what: 'sent', label: label(row) });
+      if (done !== undefined) {
+        events.push({ order: completing.get(row.id) ?? done, at: done, what: 'result', label: label(row) });
+      }
+      if (out !== undefined) events.push({ order: out, at: out, what: 'sent', label: label(row) });
     }
     if (events.length === 0) continue;
-    const from = Math.min(...events.map((e) => e.at));
-    const to = Math.max(...events.map((e) => e.at));
+    const from = Math.min(...events.map((e) => e.order));
+    const to = Math.max(...events.map((e) => e.order));
     for (const at of connected.get(first.node_id) ?? []) {
-      if (at > from && at < to) events.push({ at, what: 'connected', label: 'agent connected' });
+      if (at > from && at < to) events.push({ order: at, at, what: 'connected', label: 'agent connected' });
     }
-    events.sort((a, b) => a.at - b.at);
+    events.sort((a, b) => a.order - b.order);
     for (let j = 0; j + 1 < events.length; j += 1) {
       const [before, next] = [events[j], events[j + 1]];
       if (!before || !next || next.what !== 'sent' || before.what === 'sent') continue;
@@ -441,10 +462,18 @@ function resultToNext(
         pairs.afterBoot.push(ms);
         continue;
       }
+      if (ms < 0) {
+        pairs.inverted += 1;
+        continue;
+      }
       pairs.sent.push(ms);
-      if (before.at >= steadyFrom) pairs.steady.push(ms);
+      const steady = before.at >= steadyFrom;
+      if (steady) pairs.steady.push(ms);
       const key = `${before.label} → ${next.label}`;
-      pairs.byPrevious.set(key, [...(pairs.byPrevious.get(key) ?? []), ms]);
+      const entry = pairs.byPrevious.get(key) ?? { all: [], steady: [] };
+      entry.all.push(ms);
+      if (steady) entry.steady.push(ms);
+      pairs.byPrevious.set(key, entry);
     }
   }
   return pairs;
@@ -565,12 +594,25 @@ for (const { figures: f } of results) {
         `${fmt(percentile(f.afterBoot, 50), 0)} / ${fmt(percentile(f.afterBoot, 99), 0)} ms`,
     );
   }
-  console.log('  result→next by what preceded (n, p50 / p99 ms, share of samples over 20 ms):');
-  const over = f.sent.filter((ms) => ms > 20).length;
-  for (const [pair, values] of [...f.byPrevious.entries()].sort((a, b) => b[1].length - a[1].length)) {
-    const slow = values.filter((ms) => ms > 20).length;
+  if (f.inverted > 0) {
     console.log(
-      `    ${pair}: ${values.length}, ${fmt(percentile(values, 50), 0)} / ${fmt(percentile(values, 99), 0)}, ${over ? fmt((slow / over) * 100, 0) : 0} % of the slow`,
+      `  result→next pairs left out, the result recorded after the next command was seen sent: ${f.inverted}`,
+    );
+  }
+  console.log(
+    '  result→next by what preceded: all (n, p50 / p99 ms, share of samples over 20 ms) | steady (n, p50 / p99 ms):',
+  );
+  const over = f.sent.filter((ms) => ms > 20).length;
+  const ranked = [...f.byPrevious.entries()].sort((a, b) => b[1].all.length - a[1].all.length);
+  for (const [pair, { all, steady }] of ranked) {
+    const slow = all.filter((ms) => ms > 20).length;
+    const steadyPart =
+      steady.length > 0
+        ? `${steady.length}, ${fmt(percentile(steady, 50), 0)} / ${fmt(percentile(steady, 99), 0)}`
+        : '0';
+    console.log(
+      `    ${pair}: ${all.length}, ${fmt(percentile(all, 50), 0)} / ${fmt(percentile(all, 99), 0)}, ` +
+        `${over ? fmt((slow / over) * 100, 0) : 0} % of the slow | ${steadyPart}`,
     );
   }
   console.log(`  round trips per step by statement (${f.steps} steps):`);

@@ -1,2 +1,13 @@
-// Nothing is exported yet: this package's issue comes later (see the README).
-export {};
+export { ApiClient, SUPPORTED_API_VERSIONS } from './client';
+export {
+  type ConfigFile,
+  type Connection,
+  type ContextEntry,
+  configPath,
+  normaliseUrl,
+  readConfig,
+  resolveConnection,
+} from './config';
+export { CliError, EXIT, exitCodeFor, formatError } from './errors';
+export { main } from './main';
+export { buildProgram, CLI_VERSION } from './program';

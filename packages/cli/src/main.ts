@@ -1,0 +1,43 @@
+import { CommanderError } from 'commander';
+import { CliError, EXIT, formatError } from './errors';
+import { buildProgram } from './program';
+
+/**
+ * Runs the CLI on `argv` (as `process.argv`) and resolves with the exit code; never throws. Errors are one line on
+ * stderr, `error: <CODE> <message> (at <path>)`, and the exit code follows the table in the README.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await main(process.argv);
+ * ```
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync([...argv]);
+    return typeof process.exitCode === 'number' ? process.exitCode : EXIT.OK;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      ) {
+        return EXIT.OK;
+      }
+      if (error.code === 'commander.executeSubCommandAsync') return error.exitCode;
+      const message = error.message.replace(/^error: /, '');
+      process.stderr.write(`error: USAGE ${message}\n(run with --help for usage)\n`);
+      return EXIT.USAGE;
+    }
+    if (error instanceof CliError) {
+      process.stderr.write(`${formatError(error)}\n`);
+      return error.exitCode;
+    }
+    const name = error instanceof Error ? error.name : 'unknown';
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`error: INTERNAL ${name}: ${message}\n`);
+    if (process.env.BETTER_COMPUTE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\n`);
+    return EXIT.INTERNAL;
+  }
+}

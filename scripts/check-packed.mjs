@@ -68,6 +68,20 @@ try {
   ].join('\n');
   writeFileSync(join(app, 'workflow.mjs'), `${workflow}\n`);
   process.stdout.write(run('node', ['workflow.mjs'], app));
+  // The bin, from the installed tarballs (@better-compute/cli's, which the umbrella better-compute exposes too): --help
+  // runs, exits 0, and starts fast from cold.
+  const bin = join(app, 'node_modules', '.bin', 'better-compute');
+  const started = performance.now();
+  const help = run(bin, ['--help'], app);
+  const ms = Math.round(performance.now() - started);
+  if (!help.includes('Usage: better-compute') || !help.includes('workflows')) {
+    throw new Error(`better-compute --help printed something else:\n${help}`);
+  }
+  const umbrella = run('node', [join(app, 'node_modules', 'better-compute', 'dist', 'cli.js'), '--version'], app);
+  if (umbrella.trim() !== JSON.parse(readFileSync(join(packagesDir, 'cli', 'package.json'), 'utf8')).version) {
+    throw new Error(`better-compute's bin printed ${umbrella.trim()} for --version`);
+  }
+  console.log(`packed better-compute --help runs (${ms} ms), and the umbrella's bin too`);
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

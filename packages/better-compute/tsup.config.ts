@@ -13,6 +13,7 @@ export default defineConfig({
     'core-conformance': 'src/core-conformance.ts',
     'core-kernel': 'src/core-kernel.ts',
     'core-checks': 'src/core-checks.ts',
+    cli: 'src/cli.ts',
   },
   format: ['esm'],
   dts: { compilerOptions: { composite: false, customConditions: [] } },

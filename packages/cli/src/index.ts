@@ -9,5 +9,5 @@ export {
   resolveConnection,
 } from './config';
 export { CliError, EXIT, exitCodeFor, formatError } from './errors';
-export { main } from './main';
+export { main, runBin } from './main';
 export { buildProgram, CLI_VERSION } from './program';

@@ -41,3 +41,32 @@ export async function main(argv: readonly string[]): Promise<number> {
     return EXIT.INTERNAL;
   }
 }
+
+/**
+ * The `better-compute` executable: {@link main} on `process.argv`, exiting 130 on Ctrl-C and quietly on a closed pipe
+ * (`better-compute … | head`). The bins of @better-compute/cli and of the umbrella better-compute call it.
+ *
+ * @example
+ * ```ts
+ * #!/usr/bin/env node
+ * import { runBin } from '@better-compute/cli';
+ * runBin();
+ * ```
+ */
+export function runBin(): void {
+  process.on('SIGINT', () => process.exit(EXIT.INTERRUPTED));
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+      throw error;
+    });
+  }
+  main(process.argv).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    () => {
+      process.exitCode = EXIT.INTERNAL;
+    },
+  );
+}

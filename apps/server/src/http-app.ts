@@ -129,9 +129,21 @@ export function createHttpApp(options: HttpAppOptions): Hono<Env> {
   const tooSlow = new ComputeError('TIMEOUT', `the request took longer than ${config.requestTimeoutMs} ms`, {
     details: { path: [] },
   });
+  const unreadable = new ComputeError('INVALID_INPUT', 'the request body ended before it was complete', {
+    details: { path: [], reason: 'malformed-json' },
+  });
+  const limitBody = bodyLimit({ maxSize: config.maxBodyBytes, onError: () => jsonError(tooLarge, 413) });
   app.use(
     '/v1/*',
-    bodyLimit({ maxSize: config.maxBodyBytes, onError: () => jsonError(tooLarge, 413) }),
+    // bodyLimit reads a body of no declared length itself: a client that goes away or breaks its chunked encoding
+    // mid-body is a 400, not an unhandled error (errors of the handlers after it never reach this catch).
+    async (c, next) => {
+      try {
+        return await limitBody(c, next);
+      } catch {
+        return jsonError(unreadable, 400);
+      }
+    },
     timeout(config.requestTimeoutMs, () => new HTTPException(504, { res: jsonError(tooSlow, 504) })),
   );
   app.all('/v1/*', (c) => api.compute.handler(c.req.raw));

@@ -41,11 +41,9 @@ function tooLarge(limit: number): ComputeError {
   });
 }
 
-function malformed(): ComputeError {
+function malformed(message = 'the request body is not valid JSON'): ComputeError {
   // The parser's message is not copied: it quotes the body.
-  return new ComputeError('INVALID_INPUT', 'the request body is not valid JSON', {
-    details: { path: [], reason: 'malformed-json' },
-  });
+  return new ComputeError('INVALID_INPUT', message, { details: { path: [], reason: 'malformed-json' } });
 }
 
 async function readBody(request: Request, limit: number): Promise<unknown> {
@@ -56,7 +54,10 @@ async function readBody(request: Request, limit: number): Promise<unknown> {
   if (request.body) {
     const reader = request.body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      // A client that goes away or breaks its chunked encoding mid-body sent no complete JSON: its mistake, not ours.
+      const { done, value } = await reader.read().catch(() => {
+        throw malformed('the request body ended before it was complete');
+      });
       if (done) break;
       total += value.byteLength;
       if (total > limit) {
@@ -120,7 +121,7 @@ export function createFetchHandler(
       }
       if (request.method !== 'POST') {
         const notAllowed = new ComputeError('INVALID_INPUT', 'API methods are called with POST', {
-          details: { reason: 'method-not-allowed', allow: ['POST'] },
+          details: { path: [], reason: 'method-not-allowed', allow: ['POST'] },
         });
         return errorResponse(notAllowed, { allow: 'POST' }, 405);
       }

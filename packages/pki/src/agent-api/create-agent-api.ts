@@ -172,7 +172,7 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
       }
       if (request.method !== 'POST') {
         const notAllowed = new ComputeError('INVALID_INPUT', 'agent API methods are called with POST', {
-          details: { reason: 'method-not-allowed', allow: ['POST'] },
+          details: { path: [], reason: 'method-not-allowed', allow: ['POST'] },
         });
         return errorResponse(notAllowed, { allow: 'POST' }, 405);
       }

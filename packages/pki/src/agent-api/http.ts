@@ -51,11 +51,9 @@ function tooLarge(limit: number): ComputeError {
   });
 }
 
-function malformed(): ComputeError {
+function malformed(message = 'the request body is not valid JSON'): ComputeError {
   // The parser's message is not copied: it quotes the body, which may hold a join token.
-  return new ComputeError('INVALID_INPUT', 'the request body is not valid JSON', {
-    details: { path: [], reason: 'malformed-json' },
-  });
+  return new ComputeError('INVALID_INPUT', message, { details: { path: [], reason: 'malformed-json' } });
 }
 
 /**
@@ -75,7 +73,10 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
   if (request.body) {
     const reader = request.body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      // A client that goes away or breaks its chunked encoding mid-body sent no complete JSON: its mistake, not ours.
+      const { done, value } = await reader.read().catch(() => {
+        throw malformed('the request body ended before it was complete');
+      });
       if (done) break;
       total += value.byteLength;
       if (total > limit) {

@@ -47,6 +47,17 @@ function closeServer(server: ServerType | undefined): Promise<void> {
   });
 }
 
+/**
+ * Node's own limits on receiving a request, for both ports: a client that has not sent its whole request (headers and
+ * body) within REQUEST_TIMEOUT_MS is answered 408 and cut off (the headers by then too, Node's default being
+ * `min(60 s, requestTimeout)`), checked every second rather than Node's default 30 s. A long poll or an event stream
+ * is not affected: the limit ends once the request has arrived.
+ */
+const receiveLimits = (config: ServerConfig) => ({
+  requestTimeout: config.requestTimeoutMs,
+  connectionsCheckingInterval: Math.min(1_000, config.requestTimeoutMs),
+});
+
 const displayHost = (host: string) => (host === '0.0.0.0' || host === '::' ? 'localhost' : host);
 
 /**
@@ -112,7 +123,9 @@ export async function startServer(config: ServerConfig, log: ServerLogger): Prom
     const operatorTls = config.tls.enabled;
     operator = createAdaptorServer({
       fetch: app.fetch,
-      ...(operatorTls ? { createServer: createHttpsServer, serverOptions: { cert: tls.cert, key: tls.key } } : {}),
+      ...(operatorTls
+        ? { createServer: createHttpsServer, serverOptions: { ...receiveLimits(config), cert: tls.cert, key: tls.key } }
+        : { serverOptions: receiveLimits(config) }),
     });
     const port = await listen(operator, config.port, config.host);
     let agentPort: number | undefined;
@@ -122,6 +135,7 @@ export async function startServer(config: ServerConfig, log: ServerLogger): Prom
         fetch: createAgentApp({ agentApi, log, metrics }).fetch,
         createServer: createHttpsServer,
         serverOptions: {
+          ...receiveLimits(config),
           cert: tls.cert,
           key: tls.key,
           ca: tls.agentCa,

@@ -25,6 +25,13 @@ export {
   type HttpAgentSession,
 } from './http-agent';
 export {
+  createHttpSimSite,
+  type HttpSimEnrollInput,
+  type HttpSimSite,
+  type HttpSimSiteOptions,
+} from './http-site/create-http-sim-site';
+export { createHttpSimAgent, type HttpSimAgent, type HttpSimAgentOptions } from './http-site/http-sim-agent';
+export {
   createInMemoryCommandQueue,
   type InMemoryCommandQueue,
   type InMemoryCommandQueueOptions,
@@ -57,6 +64,7 @@ export {
   joinTokenIn,
   type MachineEnvironment,
   type MachineFaults,
+  type MachineIdentity,
   type MachineInternals,
   type SimBmc,
   type SimDisk,
@@ -66,6 +74,7 @@ export {
   type SimRunning,
 } from './metal-sim/machine';
 export type { SimAgent, SimCommandRecord, SimOutcome } from './metal-sim/sim-agent';
+export { type SiteCommandContext, siteCommand, takeBootEntry } from './metal-sim/site-commands';
 export { decodeJsonResult, encodeResult } from './result-bytes';
 export { createScratchDatabase, type ScratchDatabase, scratchBackends } from './scratch-database';
 export { type SettleOptions, type SettleReport, settle } from './settle';

@@ -3,11 +3,9 @@ import {
   type ApiClient,
   betterCompute,
   type Clock,
-  type Command,
   type Compute,
   type ComputeModule,
   createCredential,
-  type Json,
   type LogFields,
   type Logger,
   type SqlDatabase,
@@ -51,6 +49,7 @@ import {
   type SimMachineSpec,
 } from './machine';
 import { createSimAgent, type SimAgent, type SimCommandRecord, type SimOutcome } from './sim-agent';
+import { siteCommand, takeBootEntry } from './site-commands';
 
 /** What {@link createMetalSim} takes; everything is optional. */
 export interface MetalSimOptions {
@@ -260,7 +259,6 @@ export function metalSimWorker(options: MetalSimWorkerOptions): Promise<Compute>
   return composeSim(rest, { key, clock, ...(logger ? { logger } : {}) }).build(database);
 }
 
-const ok = (result: Json): SimOutcome => ({ outcome: 'succeed', result });
 const failed = (reason: string): SimOutcome => ({ outcome: 'fail', reason });
 
 /**
@@ -324,78 +322,6 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
     agentList: SimAgent[];
   }
 
-  const machineOf = (nodeId: string | undefined) =>
-    nodeId === undefined ? undefined : machines.find((m) => m.nodeId === nodeId);
-
-  async function siteCommand(site: SimSiteInternals, agent: SimAgent, command: Command): Promise<SimOutcome> {
-    const payload = (command.payload ?? {}) as Record<string, Json>;
-    if (command.kind === 'driver.invoke') {
-      const operation = String(payload.operation);
-      const bmc = payload.bmc as { address?: string; credentialRef?: string } | undefined;
-      const machine = bmc?.address
-        ? machines.find((m) => m.siteId === site.id && m.bmc.address === bmc.address)
-        : machineOf(command.targetNodeId);
-      if (!machine) return failed(`no BMC answers at ${bmc?.address ?? 'an unknown address'}`);
-      const fault = machine.takeFault(command, operation);
-      if (fault) return fault.hang ? { outcome: 'hang' } : failed(fault.reason ?? 'simulated failure');
-      if (machine.faults.bmcUnreachable) return failed(`BMC ${machine.bmc.address} is unreachable`);
-      const wanted = machine.spec.bmcCredentials;
-      if (wanted) {
-        if (!bmc?.credentialRef) return failed(`BMC ${machine.bmc.address} refused: no credentials`);
-        let given: unknown;
-        try {
-          given = JSON.parse(await fetchSecret(agent.nodeId, bmc.credentialRef));
-        } catch (error) {
-          return failed(`BMC credentials unavailable (${(error as Error).message})`);
-        }
-        const { username, password } = given as { username?: unknown; password?: unknown };
-        if (username !== wanted.username || password !== wanted.password) {
-          return failed(`BMC ${machine.bmc.address} refused the credentials`);
-        }
-      }
-      return machine.driver(operation, (payload.input ?? {}) as Record<string, Json>);
-    }
-    if (command.kind === 'site.bootEntry') {
-      const mac = String(payload.mac);
-      const machine = machines.find((m) => m.spec.macs.includes(mac));
-      const fault = machine?.takeFault(command);
-      if (fault) return fault.hang ? { outcome: 'hang' } : failed(fault.reason ?? 'simulated failure');
-      if (payload.mode !== 'ramdisk') {
-        site.entries.delete(mac);
-        return ok({ mac, mode: String(payload.mode) });
-      }
-      let value: string;
-      try {
-        value = await fetchSecret(agent.nodeId, String(payload.tokenRef));
-      } catch (error) {
-        return failed(`could not fetch the boot entry's token (${(error as Error).message})`);
-      }
-      site.entries.set(mac, { mac, token: value });
-      return ok({ mac, mode: 'ramdisk' });
-    }
-    if (command.kind === 'site.httpProxy') {
-      let url: URL;
-      try {
-        url = new URL(String(payload.url));
-      } catch {
-        return { outcome: 'reject', reason: 'not a URL' };
-      }
-      const host = url.hostname.replace(/^\[|\]$/g, '');
-      const machine = machines.find((m) => m.siteId === site.id && m.spec.addresses.includes(host));
-      const fault = machine?.takeFault(command);
-      if (fault) return fault.hang ? { outcome: 'hang' } : failed(fault.reason ?? 'simulated failure');
-      const answer = machine?.httpRequest({
-        method: String(payload.method ?? 'GET'),
-        url,
-        headers: (payload.headers ?? {}) as Record<string, string>,
-        ...(typeof payload.body === 'string' ? { body: payload.body } : {}),
-      });
-      if (!answer) return failed(`connection to ${url.host} refused`);
-      return ok({ status: answer.status, headers: answer.headers ?? {}, body: answer.body ?? '' });
-    }
-    return { outcome: 'reject', reason: `the site agent does not implement ${command.kind}` };
-  }
-
   async function joinSiteAgent(site: SimSiteInternals): Promise<SimAgent> {
     const joinToken = await api.sites.joinToken(token, { tenantId: site.tenantId, siteId: site.id });
     const key = generateSigningKeyPair('ed25519');
@@ -408,7 +334,16 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
       nodeId: joined.nodeId,
       isDestructive,
       record,
-      handle: (command, self) => siteCommand(site, self, command),
+      handle: (command, self) =>
+        siteCommand(
+          {
+            siteId: site.id,
+            machines: () => machines,
+            entries: site.entries,
+            fetchSecret: (ref) => fetchSecret(self.nodeId, ref),
+          },
+          command,
+        ),
     });
     await agent.connect('site');
     site.agentList.push(agent);
@@ -480,16 +415,7 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
         sql: database,
         install: options.install,
         fetchSecret,
-        takeBootEntry(macs) {
-          for (const mac of macs) {
-            const entry = internals.entries.get(mac);
-            if (entry) {
-              internals.entries.delete(mac);
-              return entry;
-            }
-          }
-          return undefined;
-        },
+        takeBootEntry: (macs) => takeBootEntry(internals.entries, macs),
         log: (message) => logger.info(`metal-sim: ${message}`),
         elapse: (ms) => clock.advance(ms),
       });

@@ -163,17 +163,36 @@ export interface BootEntry {
   token: string;
 }
 
+/**
+ * What a join gives the machine: its certificate's serial and node, and the key to sign results with. Without a key,
+ * the machine's agent signs the result bytes itself (an agent over HTTP holds the key it generated at its join).
+ */
+export interface MachineIdentity {
+  serial: string;
+  nodeId?: string;
+  key?: SigningKeyPair;
+}
+
 /** What a machine needs from the rest of the simulation. */
 export interface MachineEnvironment {
-  security: Pki;
-  sql: SqlDatabase;
+  /**
+   * Joins with a token and the machine's claims (the ramdisk with its boot entry's token, the installed OS with the
+   * token its user data carries); `undefined` when refused. Default: pki's `joinAgent` in-process on `sql`.
+   */
+  join?(token: string, claims: Record<string, string>): Promise<MachineIdentity | undefined>;
+  /** The pki and database the default join uses (needed without `join`). */
+  security?: Pki;
+  sql?: SqlDatabase;
   /** Takes the site's boot entry for one of the MACs (one-time), if the site holds one. */
   takeBootEntry(macs: readonly string[]): BootEntry | undefined;
   install: InstallHook | undefined;
   fetchSecret(agentNodeId: string, ref: string): Promise<string>;
   log(message: string): void;
-  /** Lets simulated time pass (a boot takes a moment of the fake clock, so what joins joins after what started it). */
-  elapse(ms: number): void;
+  /**
+   * Lets a boot's time pass (a moment of the fake clock, so what joins joins after what started it; or real time, for
+   * agents over the network).
+   */
+  elapse(ms: number): void | Promise<void>;
 }
 
 /** How long a boot takes on the fake clock. */
@@ -263,7 +282,7 @@ export function createMachine(
   let disk: SimDisk = { userData: false, joined: false };
   let running: SimRunning = 'off';
   let boots = 0;
-  let identity: { key: SigningKeyPair; serial: string } | undefined;
+  let identity: MachineIdentity | undefined;
   let agent: SimAgent | undefined;
   let httpHandler: SimHttpHandler | undefined;
   const faults: MachineFaults = { bmcUnreachable: false, neverComesBack: false, tamperSignature: false };
@@ -274,18 +293,26 @@ export function createMachine(
     return agent;
   };
 
-  async function join(token: string, claims: Record<string, string>): Promise<boolean> {
+  async function joinInProcess(token: string, claims: Record<string, string>): Promise<MachineIdentity | undefined> {
+    const { security, sql } = env;
+    if (!security || !sql) throw new Error('metal sim: a machine environment needs join, or security and sql');
     const key = generateSigningKeyPair('ed25519');
     try {
-      const joined = await env.sql.transaction((tx) =>
-        env.security.joinAgent(tx, { token, publicKey: key.publicKeyPem, claims }),
+      const joined = await sql.transaction((tx) =>
+        security.joinAgent(tx, { token, publicKey: key.publicKeyPem, claims }),
       );
-      identity = { key, serial: joined.serial };
-      return true;
+      return { key, serial: joined.serial, nodeId: joined.nodeId };
     } catch (error) {
       env.log(`machine ${index}: join refused (${(error as Error).message})`);
-      return false;
+      return undefined;
     }
+  }
+
+  async function join(token: string, claims: Record<string, string>): Promise<boolean> {
+    const joined = await (env.join ? env.join(token, claims) : joinInProcess(token, claims));
+    if (!joined) return false;
+    identity = joined;
+    return true;
   }
 
   /** The installed OS boots from the disk (a power-on, a reset, a kexec, a reboot, the installer's reboot). */
@@ -311,7 +338,7 @@ export function createMachine(
   /** Power comes on (or the machine resets): the firmware boots the one-time device, else the persistent one. */
   async function boot(): Promise<void> {
     await theAgent().disconnect();
-    env.elapse(BOOT_MS);
+    await env.elapse(BOOT_MS);
     boots += 1;
     const device = bmc.oneTimeBoot ?? bmc.bootDevice;
     bmc.oneTimeBoot = undefined;
@@ -355,7 +382,7 @@ export function createMachine(
   /** The running system restarts without the firmware (kexec, a reboot from the OS, a daemon restart). */
   async function restart(into: 'disk' | 'same'): Promise<void> {
     await theAgent().disconnect();
-    env.elapse(BOOT_MS);
+    await env.elapse(BOOT_MS);
     boots += 1;
     if (faults.neverComesBack) {
       running = 'none';
@@ -368,6 +395,8 @@ export function createMachine(
   function signed(body: Json): SimOutcome {
     if (!identity) return failed('the machine holds no key to sign with');
     const bytes = new TextEncoder().encode(JSON.stringify(body));
+    // The agent signs with the key it joined with (over HTTP); a tampered signature is the in-process model's only.
+    if (!identity.key) return { outcome: 'succeed', result: bytes, sign: true };
     const signature = signToBase64Url(identity.key.privateKeyPem, bytes);
     const result = faults.tamperSignature
       ? new TextEncoder().encode(JSON.stringify({ ...(body as object), tampered: true }))

@@ -15,7 +15,14 @@ import { encodeResult } from '../result-bytes';
  * a kexec or a reboot), `fail`, `reject`, or `hang` (started, never finished: a command that hangs).
  */
 export type SimOutcome =
-  | { outcome: 'succeed'; result?: Json | Uint8Array; attested?: Json; after?: () => Promise<void> }
+  | {
+      outcome: 'succeed';
+      result?: Json | Uint8Array;
+      attested?: Json;
+      /** The agent signs the result bytes with its own key (an agent over HTTP; see `MachineIdentity`). */
+      sign?: boolean;
+      after?: () => Promise<void>;
+    }
   | { outcome: 'fail'; reason: string }
   | { outcome: 'reject'; reason: string }
   | { outcome: 'hang' };

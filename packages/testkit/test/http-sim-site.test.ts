@@ -1,0 +1,226 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes, X509Certificate } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join as joinPath } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import {
+  type ApiClient,
+  betterCompute,
+  type Compute,
+  createCredential,
+  type RunningWorker,
+} from '@better-compute/core';
+import { type MetalApi, metal, type SitesApi } from '@better-compute/metal';
+import { generateSigningKeyPair, imageSigningBytes, type Pki, pki, signToBase64Url } from '@better-compute/pki';
+import { type AgentApi, createAgentApi } from '@better-compute/pki/agent-api';
+import { type ProvisionApi, provisionModule } from '@better-compute/provision';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHttpSimSite, createScratchDatabase, type HttpSimSite, type ScratchDatabase } from '../src';
+
+// The simulated site over the network: a real agent API behind TLS (as apps/server serves it), a compute whose
+// workers run in real time, and a site agent, ramdisks and installed OSes that speak to it over HTTPS with their
+// client certificates. Three machines go enroll → available → deploy → deployed → release → available.
+
+let scratch: ScratchDatabase;
+let compute: Compute;
+let security: Pki;
+let agentApi: AgentApi;
+let server: Server;
+let workers: RunningWorker[] = [];
+let agentUrl: string;
+let serverCa: string;
+let token: string;
+let api: ApiClient<{ metal: MetalApi; sites: SitesApi } & ProvisionApi>;
+
+function serverCertificate(): { key: string; cert: string } {
+  const folder = mkdtempSync(joinPath(tmpdir(), 'http-sim-site-tls-'));
+  try {
+    execFileSync(
+      'openssl',
+      [
+        ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1'],
+        ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+        ...['-keyout', joinPath(folder, 'key.pem'), '-out', joinPath(folder, 'cert.pem')],
+      ],
+      { stdio: 'ignore' },
+    );
+    return {
+      key: readFileSync(joinPath(folder, 'key.pem'), 'utf8'),
+      cert: readFileSync(joinPath(folder, 'cert.pem'), 'utf8'),
+    };
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const aborted = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) aborted.abort();
+  });
+  const raw = (req.socket as TLSSocket).getPeerCertificate()?.raw;
+  const certificatePem = raw ? new X509Certificate(raw).toString() : undefined;
+  const request = new Request(`https://127.0.0.1${req.url}`, {
+    method: req.method,
+    headers: req.headers as Record<string, string>,
+    ...(req.method === 'POST' ? { body: Buffer.concat(chunks) } : {}),
+    signal: aborted.signal,
+  });
+  const response = await agentApi.handle(request, certificatePem ? { certificatePem } : {});
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  res.end(Buffer.from(await response.arrayBuffer()));
+}
+
+beforeAll(async () => {
+  scratch = await createScratchDatabase();
+  security = pki({ key: new Uint8Array(randomBytes(32)) });
+  const bareMetal = metal();
+  const provision = provisionModule({
+    userData: {
+      controlPlaneUrl: 'https://cp.sim.example',
+      bcdUrl: 'https://downloads.sim.example/bcd',
+      bcdSha256: 'b'.repeat(64),
+    },
+    modules: [bareMetal],
+  });
+  compute = await betterCompute({
+    database: scratch.db,
+    modules: [security.module, provision, bareMetal],
+    pki: security.port(),
+    secrets: security.secrets(scratch.db),
+    attestation: security.attestation(),
+    workers: { pollMs: 100 },
+  });
+  api = compute.api as unknown as typeof api;
+  await scratch.db.query(
+    "INSERT INTO tenants (id, name, created_at) VALUES ('root', 'root', now()) ON CONFLICT DO NOTHING",
+  );
+  token = (
+    await createCredential(scratch.db, {
+      tenantId: 'root',
+      name: 'test',
+      permissions: ['compute:*'],
+      clock: compute.context.clock,
+    })
+  ).token;
+
+  agentApi = createAgentApi({ compute, pki: security, longPollMaxMs: 5_000, recheckMs: 1_000 });
+  const tls = serverCertificate();
+  serverCa = tls.cert;
+  server = createServer({ ...tls, requestCert: true, rejectUnauthorized: false }, (req, res) => {
+    serve(req, res).catch((error) => res.destroy(error));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  agentUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  workers = await compute.startWorkers(1);
+});
+
+afterAll(async () => {
+  await Promise.all(workers.map((worker) => worker.stop()));
+  await agentApi?.close();
+  if (server) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+  await compute?.close();
+  await scratch?.drop();
+});
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+describe('createHttpSimSite', () => {
+  let site: HttpSimSite;
+  const problems: string[] = [];
+
+  it('enrolls, deploys and releases three machines entirely over the agent API', { timeout: 60_000 }, async () => {
+    const created = await api.sites.create(token, { tenantId: 'root', name: 'http-sim' });
+    const { token: siteJoinToken } = await api.sites.joinToken(token, { tenantId: 'root', siteId: created.id });
+    const isDestructive = (kind: string) => compute.context.commandKinds.get(kind)?.definition.destructive === true;
+    site = await createHttpSimSite({
+      agentUrl,
+      ca: serverCa,
+      siteJoinToken,
+      machines: 3,
+      bootMs: 100,
+      pollWaitMs: 4_000,
+      isDestructive,
+      log: (line) => problems.push(line),
+    });
+    expect(site.siteId).toBe(created.id);
+    expect(site.siteAgent.role).toBe('site');
+
+    // A signed image in root's catalog.
+    const signer = generateSigningKeyPair('ed25519');
+    await scratch.db.transaction((tx) =>
+      security.addImageSigner(tx, { tenantId: null, public: true, name: 'http-sim', publicKey: signer.publicKeyPem }),
+    );
+    const digest = `sha256:${'c'.repeat(64)}`;
+    await api.images.register(token, {
+      tenantId: 'root',
+      name: 'ubuntu/noble',
+      version: '24.04.1',
+      digest,
+      signature: signToBase64Url(signer.privateKeyPem, imageSigningBytes(digest)),
+      url: 'https://images.sim.example/noble.img',
+    });
+
+    const states = () =>
+      Promise.all(nodeIds.map(async (nodeId) => (await api.metal.get(token, { tenantId: 'root', nodeId })).state));
+    const all = (state: string) => async () => (await states()).every((s) => s === state);
+    const nodeIds: string[] = [];
+    for (const body of site.enrollInputs()) nodeIds.push((await api.metal.enroll(token, body)).nodeId);
+    await until('available', all('available'), 25_000);
+    expect(site.machines.map((m) => m.nodeId).sort()).toEqual([...nodeIds].sort());
+
+    for (const nodeId of nodeIds) {
+      await api.metal.deploy(token, {
+        tenantId: 'root',
+        nodeId,
+        profileId: 'metal.deploy-image',
+        image: 'ubuntu/noble@24.04.1',
+      });
+    }
+    await until('deployed', all('deployed'), 25_000);
+    for (const machine of site.machines) {
+      expect(machine.running).toBe('os');
+      expect(machine.agent.role).toBe('node');
+      expect(machine.disk.image?.digest).toBe(digest);
+    }
+
+    for (const nodeId of nodeIds) await api.metal.release(token, { tenantId: 'root', nodeId });
+    await until('released', all('available'), 25_000);
+
+    const commands = site.commands;
+    // The wipes were signed with the ramdisk's key over HTTP and verified by the control plane.
+    expect(commands.filter((c) => c.kind === 'disk.wipe' && c.outcome === 'succeed')).toHaveLength(3);
+    const destructive = commands.filter((c) => c.destructive).map((c) => `${c.agentNodeId} ${c.key}`);
+    expect(destructive.length).toBeGreaterThan(0);
+    expect(new Set(destructive).size).toBe(destructive.length);
+    const keys = commands.map((c) => `${c.agentNodeId} ${c.key}`);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(problems.filter((line) => /poll failed/.test(line))).toEqual([]);
+  });
+
+  it('closes every agent cleanly: their loops end and the site agent’s session is closed', async () => {
+    const siteAgent = site.siteAgent;
+    await site.close();
+    expect(siteAgent.session).toBeUndefined();
+    const { rows } = await scratch.db.query<{ n: string }>(
+      'SELECT count(*) AS n FROM agent_sessions WHERE node_id = $1 AND closed_at IS NULL',
+      [siteAgent.nodeId],
+    );
+    expect(Number(rows[0]?.n)).toBe(0);
+  });
+});

@@ -31,6 +31,7 @@ export {
   type HttpSimSiteOptions,
 } from './http-site/create-http-sim-site';
 export { createHttpSimAgent, type HttpSimAgent, type HttpSimAgentOptions } from './http-site/http-sim-agent';
+export { type ServeAgentApiOptions, type ServedAgentApi, serveAgentApi } from './http-site/serve-agent-api';
 export {
   createInMemoryCommandQueue,
   type InMemoryCommandQueue,

@@ -1,12 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { randomBytes, X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join as joinPath } from 'node:path';
-import type { TLSSocket } from 'node:tls';
+import { randomBytes } from 'node:crypto';
 import {
   type ApiClient,
   betterCompute,
@@ -16,10 +8,16 @@ import {
 } from '@better-compute/core';
 import { type MetalApi, metal, type SitesApi } from '@better-compute/metal';
 import { generateSigningKeyPair, imageSigningBytes, type Pki, pki, signToBase64Url } from '@better-compute/pki';
-import { type AgentApi, createAgentApi } from '@better-compute/pki/agent-api';
 import { type ProvisionApi, provisionModule } from '@better-compute/provision';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHttpSimSite, createScratchDatabase, type HttpSimSite, type ScratchDatabase } from '../src';
+import {
+  createHttpSimSite,
+  createScratchDatabase,
+  type HttpSimSite,
+  type ScratchDatabase,
+  type ServedAgentApi,
+  serveAgentApi,
+} from '../src';
 
 // The simulated site over the network: a real agent API behind TLS (as apps/server serves it), a compute whose
 // workers run in real time, and a site agent, ramdisks and installed OSes that speak to it over HTTPS with their
@@ -28,58 +26,16 @@ import { createHttpSimSite, createScratchDatabase, type HttpSimSite, type Scratc
 let scratch: ScratchDatabase;
 let compute: Compute;
 let security: Pki;
-let agentApi: AgentApi;
-let server: Server;
+let served: ServedAgentApi;
+let key: Uint8Array;
 let workers: RunningWorker[] = [];
-let agentUrl: string;
-let serverCa: string;
 let token: string;
 let api: ApiClient<{ metal: MetalApi; sites: SitesApi } & ProvisionApi>;
 
-function serverCertificate(): { key: string; cert: string } {
-  const folder = mkdtempSync(joinPath(tmpdir(), 'http-sim-site-tls-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1'],
-        ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
-        ...['-keyout', joinPath(folder, 'key.pem'), '-out', joinPath(folder, 'cert.pem')],
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      key: readFileSync(joinPath(folder, 'key.pem'), 'utf8'),
-      cert: readFileSync(joinPath(folder, 'cert.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(folder, { recursive: true, force: true });
-  }
-}
-
-async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const aborted = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) aborted.abort();
-  });
-  const raw = (req.socket as TLSSocket).getPeerCertificate()?.raw;
-  const certificatePem = raw ? new X509Certificate(raw).toString() : undefined;
-  const request = new Request(`https://127.0.0.1${req.url}`, {
-    method: req.method,
-    headers: req.headers as Record<string, string>,
-    ...(req.method === 'POST' ? { body: Buffer.concat(chunks) } : {}),
-    signal: aborted.signal,
-  });
-  const response = await agentApi.handle(request, certificatePem ? { certificatePem } : {});
-  res.writeHead(response.status, Object.fromEntries(response.headers));
-  res.end(Buffer.from(await response.arrayBuffer()));
-}
-
 beforeAll(async () => {
   scratch = await createScratchDatabase();
-  security = pki({ key: new Uint8Array(randomBytes(32)) });
+  key = new Uint8Array(randomBytes(32));
+  security = pki({ key });
   const bareMetal = metal();
   const provision = provisionModule({
     userData: {
@@ -110,24 +66,13 @@ beforeAll(async () => {
     })
   ).token;
 
-  agentApi = createAgentApi({ compute, pki: security, longPollMaxMs: 5_000, recheckMs: 1_000 });
-  const tls = serverCertificate();
-  serverCa = tls.cert;
-  server = createServer({ ...tls, requestCert: true, rejectUnauthorized: false }, (req, res) => {
-    serve(req, res).catch((error) => res.destroy(error));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  agentUrl = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  served = await serveAgentApi({ compute, pki: security, key, agentApi: { longPollMaxMs: 5_000, recheckMs: 1_000 } });
   workers = await compute.startWorkers(1);
 });
 
 afterAll(async () => {
   await Promise.all(workers.map((worker) => worker.stop()));
-  await agentApi?.close();
-  if (server) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  await served?.close();
   await compute?.close();
   await scratch?.drop();
 });
@@ -149,8 +94,8 @@ describe('createHttpSimSite', () => {
     const { token: siteJoinToken } = await api.sites.joinToken(token, { tenantId: 'root', siteId: created.id });
     const isDestructive = (kind: string) => compute.context.commandKinds.get(kind)?.definition.destructive === true;
     site = await createHttpSimSite({
-      agentUrl,
-      ca: serverCa,
+      agentUrl: served.url,
+      ca: served.ca,
       siteJoinToken,
       machines: 3,
       bootMs: 100,
@@ -211,6 +156,27 @@ describe('createHttpSimSite', () => {
     const keys = commands.map((c) => `${c.agentNodeId} ${c.key}`);
     expect(new Set(keys).size).toBe(keys.length);
     expect(problems.filter((line) => /poll failed/.test(line))).toEqual([]);
+  });
+
+  it('keeps polling through an outage of the agent API, backing off, and resumes when it is back', async () => {
+    const port = Number(new URL(served.url).port);
+    const before = problems.length;
+    await served.close();
+    await until('failed polls', async () => problems.length - before >= 3, 10_000);
+    const failures = problems.slice(before).filter((line) => line.startsWith('site agent: poll failed'));
+    const waits = failures.map((line) => Number(/again in (\d+) ms/.exec(line)?.[1]));
+    expect(waits.slice(0, 2)).toEqual([250, 500]);
+    served = await serveAgentApi({
+      compute,
+      pki: security,
+      key,
+      port,
+      agentApi: { longPollMaxMs: 5_000, recheckMs: 1_000 },
+    });
+    // Every agent with a session (the site agent, and the machines' ramdisks when they are up) holds a long poll on
+    // the new server.
+    const connected = 1 + site.machines.filter((m) => m.agent.session !== undefined).length;
+    await until(`${connected} agents back`, async () => served.agentApi.waiting() === connected, 15_000);
   });
 
   it('closes every agent cleanly: their loops end and the site agent’s session is closed', async () => {

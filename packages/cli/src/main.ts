@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { CliError, EXIT, formatError } from './errors';
-import { buildProgram } from './program';
+import { buildProgram, CLI_VERSION } from './program';
 
 /**
  * Runs the CLI on `argv` (as `process.argv`) and resolves with the exit code; never throws. Errors are one line on
@@ -12,6 +12,12 @@ import { buildProgram } from './program';
  * ```
  */
 export async function main(argv: readonly string[]): Promise<number> {
+  // `--version` alone: handled here, so commands keep their own --version (images register, profiles get).
+  const rest = argv.slice(2);
+  if (rest.length === 1 && (rest[0] === '--version' || rest[0] === '-V')) {
+    process.stdout.write(`${CLI_VERSION}\n`);
+    return EXIT.OK;
+  }
   const program = buildProgram();
   try {
     await program.parseAsync([...argv]);

@@ -70,7 +70,6 @@ const pageOptions = (command: Command) =>
 export function buildProgram(): Command {
   const program = new Command('better-compute')
     .description('The better-compute command line: a client of the control plane’s operator API.')
-    .version(CLI_VERSION, '-V, --version')
     .option('--url <url>', 'the server, e.g. https://cp.example.com:8443 (env BETTER_COMPUTE_URL)')
     .option('--token <token>', 'the bearer token (env BETTER_COMPUTE_TOKEN)')
     .option('--ca <file>', 'PEM of the CA the server’s certificate chains to (env BETTER_COMPUTE_CA)')
@@ -86,12 +85,12 @@ export function buildProgram(): Command {
   examples(
     program,
     'better-compute login --url https://cp.example.com:8443 --ca ./data/tls/ca.crt --token "$TOKEN"',
-    'better-compute metal list --selector \'labels.gpu == "h100"\'',
+    "better-compute metal list --selector 'gpu=h100'",
     'better-compute workflows watch wf_01k… ',
   );
   program.addHelpText(
     'after',
-    '\nExit codes: 0 ok, 1 internal, 2 usage or invalid input, 3 not found, 4 conflict or invalid state, 5 refused,\n6 unreachable, 7 incompatible server, 8 workflow failed, 9 workflow cancelled, 10 doctor findings, 130 interrupted.\n',
+    '\nbetter-compute --version (or -V) prints the version.\nExit codes: 0 ok, 1 internal, 2 usage or invalid input, 3 not found, 4 conflict or invalid state, 5 refused,\n6 unreachable, 7 incompatible server, 8 workflow failed, 9 workflow cancelled, 10 doctor findings, 130 interrupted.\n',
   );
 
   // Connection and contexts.
@@ -147,9 +146,12 @@ export function buildProgram(): Command {
         .option('--state <state>', 'only machines in this state')
         .option('--site <siteId>', 'only machines of this site')
         .option('--pool <pool>', 'only machines of this pool')
-        .option('--selector <expr>', 'a when expression on the machine, e.g. labels.gpu == "h100"'),
+        .option(
+          '--selector <expr>',
+          'a when expression on the machine’s labels: key, !key, key=value, key!=value, joined by &&',
+        ),
     ).action(run(load.metal, 'list')),
-    'better-compute metal list --state ready --selector \'labels.gpu == "h100" && labels.rack == "r1"\'',
+    "better-compute metal list --state ready --selector 'gpu=h100 && rack=r1 && !maintenance'",
     'better-compute metal list -q',
   );
   examples(

@@ -68,12 +68,13 @@ export async function readText(file: string, flag: string): Promise<string> {
 export async function readDocument(file: string, flag: string): Promise<unknown> {
   const text = await readText(file, flag);
   const { parseDocument } = await import('yaml');
-  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   const problem = document.errors[0];
   if (problem) {
     const at = problem.linePos?.[0];
     const where = at ? ` at line ${at.line}, column ${at.col}` : '';
-    throw usage(`${file} is not valid YAML or JSON${where}: ${problem.message.split('\n')[0]}`, [flag]);
+    const message = (problem.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    throw usage(`${file} is not valid YAML or JSON${where}: ${message}`, [flag]);
   }
   const value = document.toJS() as unknown;
   if (value === null || value === undefined) throw usage(`${file} is empty`, [flag]);

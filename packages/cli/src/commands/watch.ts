@@ -121,6 +121,36 @@ export function renderTimeline(
   return lines;
 }
 
+function eventKey(type: string, stepId: unknown, attempt: unknown): string {
+  return `${type} ${String(stepId)} ${String(attempt)}`;
+}
+
+/** The step events a workflow's rows already tell (started, and how each ended), in time order. */
+function historyLines(workflow: WorkflowView): { key: string; text: string }[] {
+  const lines: { at: string; key: string; text: string }[] = [];
+  for (const step of workflow.steps) {
+    const parts = [step.stepId, step.action, `attempt ${step.attempt + 1}`];
+    if (step.startedAt) {
+      const type = 'workflow.step.started';
+      lines.push({
+        at: step.startedAt,
+        key: eventKey(type, step.stepId, step.attempt),
+        text: [step.startedAt, type, ...parts].join('  '),
+      });
+    }
+    if (step.finishedAt && ['succeeded', 'failed', 'skipped'].includes(step.state)) {
+      const type = `workflow.step.${step.state}`;
+      const error = step.error?.message ? [`${step.error.code ?? 'error'}: ${step.error.message}`] : [];
+      lines.push({
+        at: step.finishedAt,
+        key: eventKey(type, step.stepId, step.attempt),
+        text: [step.finishedAt, type, ...parts, ...error].join('  '),
+      });
+    }
+  }
+  return lines.sort((a, b) => a.at.localeCompare(b.at));
+}
+
 /** One line for an event, as printed without a terminal. */
 export function eventLine(event: StreamEvent): string {
   const d = event.data;
@@ -175,6 +205,8 @@ export async function watchWorkflow(
   }
 
   const live = out.tty && !out.json;
+  /** Events already told (from the steps' history): `type stepId attempt`. */
+  const printed = new Set<string>();
   let frame = 0;
   let drawn = 0;
   const columns = () => process.stdout.columns || 120;
@@ -203,6 +235,11 @@ export async function watchWorkflow(
     out.out(
       `watching ${workflow.id} (${workflow.profileId} v${workflow.profileVersion} on ${workflow.nodeId ?? '-'}): ${workflow.state}`,
     );
+    // What happened before the stream opened, from the workflow's steps, so the lines tell the whole story.
+    for (const line of historyLines(workflow)) {
+      printed.add(line.key);
+      out.out(line.text);
+    }
   }
 
   let refreshing: Promise<void> | undefined;
@@ -230,7 +267,9 @@ export async function watchWorkflow(
         if (item.done) break;
         const event = item.value;
         if (out.json) process.stdout.write(`${JSON.stringify(event)}\n`);
-        else if (!live) out.out(eventLine(event));
+        else if (!live && !printed.has(eventKey(event.type, event.data.stepId, event.data.attempt))) {
+          out.out(eventLine(event));
+        }
         await refresh();
         if (live) draw();
         if (TERMINAL.has(workflow.state) || /^workflow\.(succeeded|failed|cancelled)$/.test(event.type)) {

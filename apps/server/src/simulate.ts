@@ -1,6 +1,6 @@
 import { createHash, randomInt } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
-import { type ApiClient, type Compute, isComputeError } from '@better-compute/core';
+import { type ApiClient, type Compute, createCredential, isComputeError, revokeCredential } from '@better-compute/core';
 import type { MetalApi, SitesApi } from '@better-compute/metal';
 import { generateSigningKeyPair, type ImageSignersApi, imageSigningBytes, signToBase64Url } from '@better-compute/pki';
 import type { ProvisionApi } from '@better-compute/provision';
@@ -34,8 +34,11 @@ export function simulatedUserData(agentUrl: string): { controlPlaneUrl: string; 
 /** What {@link startSimulatedSite} takes. */
 export interface SimulatedSiteOptions {
   compute: Compute;
-  /** A root credential with `compute:*` (the admin token). */
-  adminToken: string;
+  /**
+   * A root credential with `compute:*` (the admin token). Without it (a later start prints none), the site mints one
+   * of its own for its calls, never shown, and revokes it on `close()`.
+   */
+  adminToken?: string;
   /** The agent API's origin, e.g. `https://localhost:8444`. */
   agentUrl: string;
   /** The PEM the agent API's certificate chains to (`./data/tls/ca.crt`). */
@@ -106,8 +109,36 @@ async function ensureDemoImage(api: SimulateApi, adminToken: string): Promise<st
  * ```
  */
 export async function startSimulatedSite(options: SimulatedSiteOptions): Promise<SimulatedSite> {
-  const { compute, adminToken, machines } = options;
+  const { compute } = options;
   const api = compute.api as unknown as SimulateApi;
+  const { clock } = compute.context;
+  const own = options.adminToken
+    ? undefined
+    : await createCredential(compute.database, {
+        tenantId: 'root',
+        name: 'simulated-site',
+        permissions: ['compute:*'],
+        clock,
+      });
+  const adminToken = options.adminToken ?? (own?.token as string);
+  const revoke = async () => {
+    if (own) await compute.database.transaction((tx) => revokeCredential(tx, own.id, clock));
+  };
+  try {
+    return await start(options, api, adminToken, revoke);
+  } catch (error) {
+    await revoke().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function start(
+  options: SimulatedSiteOptions,
+  api: SimulateApi,
+  adminToken: string,
+  revoke: () => Promise<void>,
+): Promise<SimulatedSite> {
+  const { compute, machines } = options;
   const imageRef = await ensureDemoImage(api, adminToken);
   const created = await api.sites.create(adminToken, { tenantId: 'root', name: `simulated-${Date.now()}` });
   const { token } = await api.sites.joinToken(adminToken, { tenantId: 'root', siteId: created.id });
@@ -137,7 +168,11 @@ export async function startSimulatedSite(options: SimulatedSiteOptions): Promise
         ? `               enrolled: ${nodeIds.join(' ')}`
         : `               enroll bodies${options.enrollFile ? ` in ${options.enrollFile}` : ': metal.enroll, one per machine'}`,
     ];
-    return { siteId: created.id, imageRef, enrollBodies, nodeIds, banner, site, close: () => site.close() };
+    const close = async () => {
+      await site.close();
+      await revoke();
+    };
+    return { siteId: created.id, imageRef, enrollBodies, nodeIds, banner, site, close };
   } catch (error) {
     await site.close();
     throw error;

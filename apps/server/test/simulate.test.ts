@@ -127,15 +127,18 @@ describe('startSimulatedSite', () => {
     expect(new Set(destructive).size).toBe(destructive.length);
   });
 
-  it('a second start reuses the demo image and its signer, and leaves enrolling to the caller', async () => {
+  it('a second start (no admin token: its own credential, revoked at close) reuses the demo image and its signer, and leaves enrolling to the caller', async () => {
     const signers = compute.api as unknown as ApiClient<{ imageSigners: ImageSignersApi }>;
     const before = (await signers.imageSigners.list(adminToken, { tenantId: 'root' })).items.length;
-    const sim = await startSimulatedSite({ compute, adminToken, agentUrl: served.url, ca: served.ca, machines: 1 });
-    sites.push(sim);
+    const sim = await startSimulatedSite({ compute, agentUrl: served.url, ca: served.ca, machines: 1 });
     expect(sim.imageRef).toBe(sites[0]?.imageRef);
     expect(sim.nodeIds).toEqual([]);
     expect(sim.enrollBodies).toEqual([expect.objectContaining({ siteId: sim.siteId, macs: [expect.any(String)] })]);
     expect(sim.siteId).not.toBe(sites[0]?.siteId);
     expect((await signers.imageSigners.list(adminToken, { tenantId: 'root' })).items).toHaveLength(before);
+    const own = "SELECT revoked_at FROM credentials WHERE name = 'simulated-site'";
+    expect((await scratch.db.query<{ revoked_at: Date | null }>(own)).rows).toEqual([{ revoked_at: null }]);
+    await sim.close();
+    expect((await scratch.db.query<{ revoked_at: Date | null }>(own)).rows).toEqual([{ revoked_at: expect.any(Date) }]);
   });
 });

@@ -1,8 +1,7 @@
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, bundleCli, type Server, serverEnv, startServer, startSiteAgent, tempDir, until } from './support/harness';
+import { createTmux, waitForScreen } from './support/terminal';
 
 // `workflows watch` (and `metal enroll --wait`) in a real terminal: tmux runs the bundled bin in a pane, the test reads
 // the screen with capture-pane while a site agent on the real agent API answers the workflow's BMC commands when the
@@ -13,49 +12,13 @@ let server: Server;
 let dir: Awaited<ReturnType<typeof tempDir>>;
 let siteId: string;
 let agent: Awaited<ReturnType<typeof startSiteAgent>>;
-const socket = `bc-cli-test-${randomBytes(4).toString('hex')}`;
+const terminal = createTmux();
 /** Each BMC call waits for the test to settle it: answered in order. */
 const pending: ((outcome: { result: Record<string, unknown> } | { fail: string }) => void)[] = [];
 
-function tmux(...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) =>
-    execFile('tmux', ['-L', socket, ...args], (error, stdout, stderr) =>
-      error ? reject(new Error(`tmux ${args.join(' ')}: ${stderr || error.message}`)) : resolve(stdout),
-    ),
-  );
-}
-
-const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
-
-/** Runs the CLI in a new tmux window of 140×30; after it ends the pane shows `EXIT=<code>`. */
-async function runInTerminal(name: string, args: string[]): Promise<{ screen(): Promise<string> }> {
-  const env = Object.entries({ ...serverEnv(server, join(dir.path, 'config')), TERM: 'xterm-256color' })
-    .map(([key, value]) => `${key}=${shellQuote(value)}`)
-    .join(' ');
-  const command = `env ${env} ${shellQuote(process.execPath)} ${shellQuote(bin)} ${args.map(shellQuote).join(' ')}; echo EXIT=$?; sleep 600`;
-  await tmux('new-session', '-d', '-s', name, '-x', '140', '-y', '30', command);
-  return { screen: () => tmux('capture-pane', '-p', '-t', name) };
-}
-
-async function waitForScreen(
-  terminal: { screen(): Promise<string> },
-  check: (screen: string) => boolean,
-  what: string,
-): Promise<string> {
-  let last = '';
-  try {
-    await until(
-      async () => {
-        last = await terminal.screen();
-        return check(last);
-      },
-      20_000,
-      what,
-    );
-  } catch (error) {
-    throw new Error(`${(error as Error).message}; the screen:\n${last}`);
-  }
-  return last;
+/** Runs the CLI in a new tmux session of 140×30; after it ends the pane shows `EXIT=<code>`. */
+function runInTerminal(name: string, args: string[]) {
+  return terminal.run(name, serverEnv(server, join(dir.path, 'config')), [process.execPath, bin, ...args]);
 }
 
 beforeAll(async () => {
@@ -66,7 +29,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await tmux('kill-server').catch(() => undefined);
+  await terminal.close();
   for (const settle of pending.splice(0)) settle({ fail: 'the test ended' });
   await agent?.stop();
   await server?.stop();
@@ -88,12 +51,12 @@ async function enroll(name: string, mac: string): Promise<{ nodeId: string; work
 describe('workflows watch in a terminal', () => {
   it('draws the timeline live: the step in flight with a spinner and its elapsed time, then the end, exit 0', async () => {
     const { workflowId } = await enroll('gpu-01', '0c:42:a1:00:01:01');
-    const terminal = await runInTerminal('watch-ok', ['workflows', 'watch', workflowId]);
+    const screen = await runInTerminal('watch-ok', ['workflows', 'watch', workflowId]);
 
     // The step is in flight: the agent holds the BMC call.
     await until(() => pending.length > 0, 20_000, 'the BMC call');
     const first = await waitForScreen(
-      terminal,
+      screen,
       (s) => /main\.1\s+BMC reachable: read the power state\s+running\s+attempt 1\s+\d/.test(s),
       'the running step',
     );
@@ -102,7 +65,7 @@ describe('workflows watch in a terminal', () => {
     expect(spinner).toBeDefined();
     // The spinner turns and the elapsed time grows while the step runs; the timeline is redrawn in place.
     const later = await waitForScreen(
-      terminal,
+      screen,
       (s) => (/([⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]) main\.1/.exec(s)?.[1] ?? spinner) !== spinner,
       'the spinner to turn',
     );
@@ -110,7 +73,7 @@ describe('workflows watch in a terminal', () => {
     expect(later).not.toContain('EXIT=');
 
     pending.shift()?.({ result: { state: 'on' } });
-    const end = await waitForScreen(terminal, (s) => s.includes('EXIT='), 'the end');
+    const end = await waitForScreen(screen, (s) => s.includes('EXIT='), 'the end');
     expect(end).toMatch(/✓ main\.1\s+BMC reachable: read the power state\s+succeeded\s+attempt 1\s+\d/);
     expect(end).toMatch(new RegExp(`^workflow ${workflowId} succeeded in \\S+$`, 'm'));
     expect(end).toMatch(/^EXIT=0$/m);
@@ -118,7 +81,7 @@ describe('workflows watch in a terminal', () => {
   });
 
   it('metal enroll --wait: a retried step shows its attempts, and a failed workflow exits 8', async () => {
-    const terminal = await runInTerminal('wait-fail', [
+    const screen = await runInTerminal('wait-fail', [
       'metal',
       'enroll',
       '--site',
@@ -136,15 +99,15 @@ describe('workflows watch in a terminal', () => {
       '--wait',
     ]);
     await until(() => pending.length > 0, 20_000, 'the first BMC call');
-    await waitForScreen(terminal, (s) => /main\.1\s+.*running\s+attempt 1/.test(s), 'attempt 1');
+    await waitForScreen(screen, (s) => /main\.1\s+.*running\s+attempt 1/.test(s), 'attempt 1');
     pending.shift()?.({ fail: 'BMC 10.0.1.2 is unreachable' });
     await until(() => pending.length > 0, 20_000, 'the second BMC call');
-    await waitForScreen(terminal, (s) => /main\.1\s+.*running\s+attempt 2/.test(s), 'attempt 2');
+    await waitForScreen(screen, (s) => /main\.1\s+.*running\s+attempt 2/.test(s), 'attempt 2');
     pending.shift()?.({ fail: 'BMC 10.0.1.2 is unreachable' });
     await until(() => pending.length > 0, 20_000, 'the third BMC call');
-    await waitForScreen(terminal, (s) => /main\.1\s+.*running\s+attempt 3/.test(s), 'attempt 3');
+    await waitForScreen(screen, (s) => /main\.1\s+.*running\s+attempt 3/.test(s), 'attempt 3');
     pending.shift()?.({ fail: 'BMC 10.0.1.2 is unreachable' });
-    const end = await waitForScreen(terminal, (s) => s.includes('EXIT='), 'the end');
+    const end = await waitForScreen(screen, (s) => s.includes('EXIT='), 'the end');
     expect(end).toMatch(
       /✗ main\.1\s+BMC reachable: read the power state\s+failed\s+attempt 3\s+\S+\s+DRIVER_ERROR command driver\.invoke failed/,
     );

@@ -1,6 +1,16 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, bundleCli, type Server, serverEnv, startServer, startSiteAgent, tempDir, until } from './support/harness';
+import {
+  api,
+  bundleCli,
+  runCli,
+  type Server,
+  serverEnv,
+  startServer,
+  startSiteAgent,
+  tempDir,
+  until,
+} from './support/harness';
 import { createTmux, waitForScreen } from './support/terminal';
 
 // `workflows watch` (and `metal enroll --wait`) in a real terminal: tmux runs the bundled bin in a pane, the test reads
@@ -113,5 +123,22 @@ describe('workflows watch in a terminal', () => {
     );
     expect(end).toMatch(/^workflow wf_\S+ failed in \S+: DRIVER_ERROR main\.1 \(power\.getPower\)/m);
     expect(end).toMatch(/^EXIT=8$/m);
+  });
+
+  it('metal abort while it is watched: the timeline ends cancelled, exit 9', async () => {
+    const { nodeId, workflowId } = await enroll('gpu-03', '0c:42:a1:00:01:03');
+    const screen = await runInTerminal('watch-abort', ['workflows', 'watch', workflowId, '--node', nodeId]);
+    await until(() => pending.length > 0, 20_000, 'the BMC call');
+    await waitForScreen(screen, (s) => /main\.1\s+.*running\s+attempt 1/.test(s), 'the running step');
+    const abort = await runCli(
+      bin,
+      ['metal', 'abort', nodeId, '--reason', 'wrong rack'],
+      serverEnv(server, join(dir.path, 'config')),
+    );
+    expect(abort.code, abort.stderr).toBe(0);
+    const end = await waitForScreen(screen, (s) => s.includes('EXIT='), 'the end');
+    expect(end).toMatch(new RegExp(`^workflow ${workflowId} cancelled in \\S+`, 'm'));
+    expect(end).toMatch(/^EXIT=9$/m);
+    pending.shift()?.({ fail: 'aborted' });
   });
 });

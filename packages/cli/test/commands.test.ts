@@ -9,6 +9,7 @@ import {
   api,
   bundleCli,
   type Run,
+  removeBundle,
   runCli,
   type Server,
   serverEnv,
@@ -55,6 +56,7 @@ afterAll(async () => {
   await agent?.stop();
   await server?.stop();
   await dir?.remove();
+  await removeBundle(bin);
 });
 
 describe('help and bad input', () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   api,
   bundleCli,
+  removeBundle,
   runCli,
   type Server,
   serverEnv,
@@ -75,6 +76,7 @@ afterAll(async () => {
   await site?.close();
   await server?.stop();
   await dir?.remove();
+  await removeBundle(bin);
 });
 
 const cli = (args: string[]) => runCli(bin, args, env);

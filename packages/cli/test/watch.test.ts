@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   api,
   bundleCli,
+  removeBundle,
   runCli,
   type Server,
   serverEnv,
@@ -44,6 +45,7 @@ afterAll(async () => {
   await agent?.stop();
   await server?.stop();
   await dir?.remove();
+  await removeBundle(bin);
 });
 
 async function enroll(name: string, mac: string): Promise<{ nodeId: string; workflowId: string }> {

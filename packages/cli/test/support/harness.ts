@@ -35,6 +35,11 @@ export async function bundleCli(): Promise<string> {
   return join(outdir, 'bin.js');
 }
 
+/** Removes what {@link bundleCli} wrote. */
+export async function removeBundle(bin: string | undefined): Promise<void> {
+  if (bin) await rm(dirname(bin), { recursive: true, force: true });
+}
+
 /** A temp folder removed at the end. */
 export async function tempDir(prefix: string): Promise<{ path: string; remove(): Promise<void> }> {
   const path = await mkdtemp(join(tmpdir(), prefix));

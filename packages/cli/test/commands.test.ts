@@ -31,6 +31,8 @@ let siteId: string;
 let agent: Awaited<ReturnType<typeof startSiteAgent>>;
 let failPower = false;
 
+const stateOf = async (nodeId: string) =>
+  JSON.parse((await runCli(bin, ['metal', 'get', nodeId, '--json'], env)).stdout).state as string;
 const cli = (args: string[], extra: Record<string, string | undefined> = {}, input?: string) =>
   runCli(bin, args, { ...env, ...extra }, input);
 
@@ -418,6 +420,40 @@ describe('metal, workflows, profiles and events on an enrolled machine', () => {
     expect(machine).toMatchObject({ name: 'gpu-02', labels: { gpu: 'a100', rack: 'r2' }, holdAfter: 'enrolling' });
     expectCleanError(await cli(['metal', 'enroll', '-f', file, '--mac', 'zz']), 2, 'INVALID_INPUT');
     expectCleanError(await cli(['metal', 'enroll', '--site', siteId]), 2, 'USAGE');
+  });
+
+  it('metal adopt --wait; inspect, commission, recover and retire of a deployed machine are invalid states (exit 4)', async () => {
+    const adopted = await cli([
+      'metal',
+      'adopt',
+      '--site',
+      siteId,
+      '--name',
+      'gpu-04',
+      '--bmc',
+      '10.0.0.10',
+      '--driver',
+      'redfish',
+      '--mac',
+      '0c:42:a1:00:00:04',
+      '--wait',
+    ]);
+    expect(adopted.code, `${adopted.stdout}\n${adopted.stderr}`).toBe(0);
+    const adoptedId = /^(node_\S+) \S+: workflow wf_\S+ \(metal\.adopt v1\)/m.exec(adopted.stdout)?.[1] as string;
+    expect(adoptedId).toBeDefined();
+    expect(adopted.stdout).toMatch(/^workflow wf_\S+ succeeded in \S+$/m);
+    const results = await Promise.all(
+      ['inspect', 'commission', 'recover', 'retire'].map(
+        async (verb) => [verb, await cli(['metal', verb, adoptedId])] as const,
+      ),
+    );
+    // An adopted machine is deployed: none of these is allowed in that state.
+    expect(await stateOf(adoptedId)).toBe('deployed');
+    for (const [verb, run] of results) {
+      expectCleanError(run, 4, 'INVALID_STATE');
+      expect(run.stderr).toContain(`cannot ${verb} a machine in state 'deployed'`);
+    }
+    expectCleanError(await cli(['metal', 'retire', 'node_nope']), 3, 'NOT_FOUND');
   });
 
   it('workflows list, get (the node looked up when not given), and the verbs’ errors', async () => {

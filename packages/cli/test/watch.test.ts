@@ -127,11 +127,26 @@ describe('workflows watch in a terminal', () => {
     expect(end).toMatch(/^EXIT=8$/m);
   });
 
-  it('metal abort while it is watched: the timeline ends cancelled, exit 9', async () => {
+  it('pause and resume show in the timeline; metal abort while it is watched ends it cancelled, exit 9', async () => {
     const { nodeId, workflowId } = await enroll('gpu-03', '0c:42:a1:00:01:03');
     const screen = await runInTerminal('watch-abort', ['workflows', 'watch', workflowId, '--node', nodeId]);
     await until(() => pending.length > 0, 20_000, 'the BMC call');
     await waitForScreen(screen, (s) => /main\.1\s+.*running\s+attempt 1/.test(s), 'the running step');
+    const cliEnv = serverEnv(server, join(dir.path, 'config'));
+    const paused = await runCli(bin, ['workflows', 'pause', workflowId], cliEnv);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout.trim()).toBe(`${workflowId} paused`);
+    await waitForScreen(
+      screen,
+      (s) => new RegExp(`${workflowId} {2}node node_\\S+ {2}[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] paused`).test(s),
+      'paused',
+    );
+    const resumed = await runCli(bin, ['workflows', 'resume', workflowId, '--json'], cliEnv);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({
+      id: workflowId,
+      state: expect.stringMatching(/running|pending/),
+    });
     const abort = await runCli(
       bin,
       ['metal', 'abort', nodeId, '--reason', 'wrong rack'],

@@ -116,7 +116,7 @@ export function fishScript(root: Node): string {
       let line = `complete -c better-compute${optionCondition}`;
       if (long) line += ` -l ${long}`;
       if (short) line += ` -s ${short}`;
-      if (option.takesValue) line += option.choices ? ` -x -a ${quote(option.choices.join(' '))}` : ' -r';
+      if (option.takesValue) line += option.choices ? ` -x -a ${quote(option.choices.join(' '))}` : ' -r -F';
       line += ` -d ${quote(option.description)}`;
       lines.push(line);
     }

@@ -28,8 +28,12 @@ const terminal = createTmux();
 const pending: ((outcome: { result: Record<string, unknown> } | { fail: string }) => void)[] = [];
 
 /** Runs the CLI in a new tmux session of 140×30; after it ends the pane shows `EXIT=<code>`. */
-function runInTerminal(name: string, args: string[]) {
-  return terminal.run(name, serverEnv(server, join(dir.path, 'config')), [process.execPath, bin, ...args]);
+function runInTerminal(name: string, args: string[], extraEnv: Record<string, string> = {}) {
+  return terminal.run(name, { ...serverEnv(server, join(dir.path, 'config')), ...extraEnv }, [
+    process.execPath,
+    bin,
+    ...args,
+  ]);
 }
 
 beforeAll(async () => {
@@ -157,5 +161,20 @@ describe('workflows watch in a terminal', () => {
     expect(end).toMatch(new RegExp(`^workflow ${workflowId} cancelled in \\S+`, 'm'));
     expect(end).toMatch(/^EXIT=9$/m);
     pending.shift()?.({ fail: 'aborted' });
+  });
+
+  it('colours on a terminal only, and never with NO_COLOR', async () => {
+    const coloured = await runInTerminal('colour', ['sites', 'list']);
+    const withColour = await waitForScreen(coloured, (s) => s.includes('EXIT='), 'sites list');
+    expect(withColour).toMatch(/^SITE\s+NAME/m);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for the escape itself
+    expect(await coloured.screenWithEscapes()).toMatch(/\u001b\[1mSITE/);
+    const plain = await runInTerminal('no-colour', ['sites', 'list'], { NO_COLOR: '1' });
+    await waitForScreen(plain, (s) => s.includes('EXIT='), 'sites list with NO_COLOR');
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for the escape itself
+    expect(await plain.screenWithEscapes()).not.toMatch(/\u001b\[1m/);
+    const piped = await runCli(bin, ['sites', 'list'], serverEnv(server, join(dir.path, 'config')));
+    expect(piped.stdout).toMatch(/^SITE\s+NAME/m);
+    expect(piped.stdout).not.toContain('\u001b');
   });
 });

@@ -14,13 +14,20 @@ export function createTmux() {
   const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
   return {
     /** Runs `argv` with `env` in a new 140×30 session; after it ends the pane shows `EXIT=<code>`. */
-    async run(name: string, env: Record<string, string>, argv: string[]): Promise<{ screen(): Promise<string> }> {
+    async run(
+      name: string,
+      env: Record<string, string>,
+      argv: string[],
+    ): Promise<{ screen(): Promise<string>; screenWithEscapes(): Promise<string> }> {
       const vars = Object.entries({ ...env, TERM: 'xterm-256color' })
         .map(([key, value]) => `${key}=${quote(value)}`)
         .join(' ');
       const command = `env ${vars} ${argv.map(quote).join(' ')}; echo EXIT=$?; sleep 600`;
       await tmux('new-session', '-d', '-s', name, '-x', '140', '-y', '30', command);
-      return { screen: () => tmux('capture-pane', '-p', '-t', name) };
+      return {
+        screen: () => tmux('capture-pane', '-p', '-t', name),
+        screenWithEscapes: () => tmux('capture-pane', '-p', '-e', '-t', name),
+      };
     },
     /** Ends the tmux server and every session of it. */
     close: () =>

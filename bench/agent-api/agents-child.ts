@@ -1,0 +1,172 @@
+// The agents of bench/agent-api, in a process of their own: either `http` (each a testkit HTTP agent: joined with the
+// discovery token, a session opened, then long-polling `commands.poll` over its own keep-alive TLS connection with its
+// client certificate, and answering every command with ack, start and complete) or `inproc` (the same loop through
+// the kernel's pollCommands / ackCommand / startCommand / completeCommand on one pool, each call its own transaction
+// as the agent API's are, a held poll woken by LISTEN on the commands channel as the agent API's is).
+// Protocol (IPC, see protocol.ts): argv[2] the config (JSON); → ready; ← count | report | stop.
+import { betterCompute, type SqlDatabase } from '@better-compute/core';
+import { COMMANDS_CHANNEL } from '@better-compute/core/kernel';
+import { createPostgresDatabase } from '@better-compute/core/postgres';
+import { createHttpAgent } from '@better-compute/testkit';
+import { benchModule } from '../engine/bench-module';
+import { type AgentsConfig, type ChildMessage, type ParentMessage, type Receipt, wallMs } from './protocol';
+
+const config = JSON.parse(process.argv[2] ?? 'null') as AgentsConfig | null;
+if (!config || !process.send) throw new Error('agent-api agents-child: run by bench/agent-api/run.ts');
+const send = (message: ChildMessage) => process.send?.(message);
+
+let receipts: Receipt[] = [];
+let completed = 0;
+let errors = 0;
+let lastError: string | undefined;
+/** Agents with a poll out (sent, not answered). */
+let polling = 0;
+let running = true;
+const fail = (error: unknown) => {
+  errors += 1;
+  lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+};
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** One agent's loop: poll (held), then ack, start and complete each command, one call at a time. */
+interface Calls {
+  poll(): Promise<{ id: string }[]>;
+  ack(id: string): Promise<unknown>;
+  start(id: string): Promise<unknown>;
+  complete(id: string): Promise<unknown>;
+}
+
+async function loop(calls: Calls): Promise<void> {
+  while (running) {
+    try {
+      polling += 1;
+      let commands: { id: string }[];
+      try {
+        commands = await calls.poll();
+      } finally {
+        polling -= 1;
+      }
+      const receivedAt = wallMs();
+      for (const command of commands) {
+        await calls.ack(command.id);
+        await calls.start(command.id);
+        await calls.complete(command.id);
+        receipts.push([command.id, receivedAt, wallMs()]);
+        completed += 1;
+      }
+    } catch (error) {
+      if (!running) return;
+      fail(error);
+      await pause(100);
+    }
+  }
+}
+
+/** Runs `task` over `items` with at most `limit` at once. */
+async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++] as T;
+        await task(item);
+      }
+    }),
+  );
+}
+
+let database: SqlDatabase | undefined;
+const started = performance.now();
+let nodeIds: string[];
+
+if (config.mode === 'http') {
+  const agents = Array.from({ length: config.agents }, () =>
+    createHttpAgent({ baseUrl: config.baseUrl, ca: config.ca, requestTimeoutMs: 60_000 }),
+  );
+  await eachLimited(agents, config.joinConcurrency, async (agent) => {
+    await agent.join(config.token, { serial: `bench-${Math.random().toString(36).slice(2)}` });
+    await agent.openSession('node');
+  });
+  nodeIds = agents.map((agent) => agent.nodeId as string);
+  const { pollLimit, waitMs } = config;
+  for (const agent of agents) {
+    void loop({
+      poll: () => agent.poll({ waitMs, limit: pollLimit }),
+      ack: (id) => agent.ack(id),
+      start: (id) => agent.start(id),
+      complete: (id) => agent.complete(id),
+    });
+  }
+} else {
+  const db = createPostgresDatabase({ url: config.url, max: config.poolMax });
+  database = db;
+  const compute = await betterCompute({ database: db, modules: [benchModule] });
+  const { commands } = compute;
+  nodeIds = config.nodeIds;
+  // The agent API's waiters, reduced to what a held poll needs: the node's wake, set before the poll reads.
+  const wakes = new Map<string, () => void>();
+  await db.listen(COMMANDS_CHANNEL, (nodeId) => wakes.get(nodeId)?.());
+  const RECHECK_MS = 5_000;
+  const { pollLimit, waitMs } = config;
+  for (const nodeId of nodeIds) {
+    void loop({
+      async poll() {
+        const deadline = Date.now() + waitMs;
+        for (;;) {
+          let woken = false;
+          let wake: (() => void) | undefined;
+          const woke = new Promise<void>((resolve) => {
+            wake = () => {
+              woken = true;
+              resolve();
+            };
+          });
+          wakes.set(nodeId, () => wake?.());
+          try {
+            const polled = await db.transaction((tx) => commands.pollCommands(tx, { nodeId, limit: pollLimit }));
+            const remaining = deadline - Date.now();
+            if (polled.length > 0 || remaining <= 0 || !running) return polled;
+            if (!woken) {
+              let timer: NodeJS.Timeout | undefined;
+              await Promise.race([
+                woke,
+                new Promise((resolve) => (timer = setTimeout(resolve, Math.min(remaining, RECHECK_MS)))),
+              ]);
+              clearTimeout(timer);
+            }
+          } finally {
+            wakes.delete(nodeId);
+          }
+        }
+      },
+      ack: (commandId) => db.transaction((tx) => commands.ackCommand(tx, { nodeId, commandId })),
+      start: (commandId) => db.transaction((tx) => commands.startCommand(tx, { nodeId, commandId })),
+      complete: (commandId) => db.transaction((tx) => commands.completeCommand(tx, { nodeId, commandId })),
+    });
+  }
+}
+
+// Let every agent's first poll go out before saying ready.
+while (polling < nodeIds.length && performance.now() - started < 600_000) await pause(20);
+send({ type: 'ready', nodeIds, setupMs: performance.now() - started, polling });
+
+process.on('message', (message: ParentMessage) => {
+  if (message === 'count') send({ type: 'count', completed, polling });
+  else if (message === 'report') {
+    const out = receipts;
+    receipts = [];
+    send({
+      type: 'report',
+      receipts: out,
+      errors,
+      ...(lastError ? { lastError } : {}),
+      clockOffsetMs: Date.now() - wallMs(),
+    });
+  } else if (message === 'stop') {
+    running = false;
+    // Held polls are not waited for, sessions not closed: the connections close with the process, as agents that go
+    // away would.
+    void (database?.close() ?? Promise.resolve()).finally(() => process.exit(0));
+    setTimeout(() => process.exit(0), 2_000).unref();
+  }
+});

@@ -11,18 +11,27 @@ type Env = { Bindings: HttpBindings; Variables: { requestId: string } };
 
 const METHOD_PATH = /^\/agent\/v1\/[a-zA-Z][a-zA-Z0-9.]{0,63}$/;
 
+// The PEM of each TLS 1.3 connection's client certificate, read once: TLS 1.3 has no renegotiation, so the certificate
+// of the handshake is the connection's for its life, and every request of a keep-alive connection (an agent's polls,
+// acks, starts and completions) would otherwise copy and re-encode it.
+const pemBySocket = new WeakMap<object, string | undefined>();
+
 /** The client certificate the TLS socket received, as PEM; undefined when the agent sent none. */
 export function peerCertificatePem(socket: unknown): string | undefined {
   const tls = socket as Partial<TLSSocket> | undefined;
   if (typeof tls?.getPeerCertificate !== 'function') return undefined;
+  const stable = typeof tls.getProtocol === 'function' && tls.getProtocol() === 'TLSv1.3';
+  if (stable && pemBySocket.has(tls)) return pemBySocket.get(tls);
+  let pem: string | undefined;
   try {
     const raw = tls.getPeerCertificate(false)?.raw;
-    if (!raw || raw.length === 0) return undefined;
-    return new X509Certificate(raw).toString();
+    pem = raw && raw.length > 0 ? new X509Certificate(raw).toString() : undefined;
   } catch {
     // An unreadable certificate is the same as none: the agent API refuses the call.
-    return undefined;
+    pem = undefined;
   }
+  if (stable) pemBySocket.set(tls, pem);
+  return pem;
 }
 
 /**

@@ -148,11 +148,33 @@ interface CertificateRow {
   revoked_at: Date | null;
 }
 
+/** What a certificate's own bytes say once its CA's signature on them checked out: nothing the database decides. */
+interface SignedCertificate {
+  caPem: string;
+  der: Buffer;
+  serial: string;
+  notBefore: Date;
+  notAfter: Date;
+}
+
+/** How many signed certificates {@link verifyAgentCertificate} remembers (about 1.5 KB each), oldest forgotten first. */
+const SIGNED_CERTIFICATES_KEPT = 10_000;
+// Certificate PEM → what parsing it and checking the CA's signature on it found, for the CA PEM it was checked against.
+// Parsing (ASN.1 in JavaScript) and the signature check were most of an agent API call's CPU, on every call of every
+// agent. Only certificates the CA signed are kept (their size is ours), so presented junk cannot fill it.
+const signedCertificates = new Map<string, SignedCertificate>();
+
+/** The DER bytes of a PEM certificate, without parsing it. */
+function pemDer(pem: string): Buffer {
+  return Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+}
+
 /**
  * Checks an agent certificate: signed by this CA, within its validity under the Clock, issued here (by serial, same
  * bytes) and not revoked. Refusals are UNAUTHENTICATED with `details.reason` `certificate-untrusted`,
  * `certificate-not-yet-valid`, `certificate-expired`, `certificate-unknown` or `certificate-revoked`; text that is not
- * a certificate is INVALID_INPUT.
+ * a certificate is INVALID_INPUT. The parse and the signature check of a certificate the CA signed are remembered (per
+ * CA certificate); the CA, the validity, the issued row and the revocation are checked on every call.
  *
  * @example
  * ```ts
@@ -164,29 +186,40 @@ export async function verifyAgentCertificate(
   pem: unknown,
   deps: Pick<CaDeps, 'clock'>,
 ): Promise<VerifiedCertificate> {
-  const certificate = parseCertificatePem(pem);
+  const known = typeof pem === 'string' ? signedCertificates.get(pem) : undefined;
+  const certificate = known ? undefined : parseCertificatePem(pem);
   const caPem = await readCaCertificate(sql);
   if (!caPem) refuse('certificate-untrusted', 'no CA has issued certificates yet');
-  const ca = new x509.X509Certificate(caPem);
-  const signed =
-    certificate.issuer === ca.subject && (await certificate.verify({ publicKey: ca.publicKey, signatureOnly: true }));
-  if (!signed) refuse('certificate-untrusted', 'the certificate is not signed by this CA');
+  let signed = known?.caPem === caPem ? known : undefined;
+  if (!signed) {
+    const parsed = certificate ?? parseCertificatePem(pem);
+    const ca = new x509.X509Certificate(caPem);
+    const verified =
+      parsed.issuer === ca.subject && (await parsed.verify({ publicKey: ca.publicKey, signatureOnly: true }));
+    if (!verified) refuse('certificate-untrusted', 'the certificate is not signed by this CA');
+    signed = {
+      caPem,
+      der: Buffer.from(parsed.rawData),
+      serial: parsed.serialNumber.toLowerCase(),
+      notBefore: parsed.notBefore,
+      notAfter: parsed.notAfter,
+    };
+    signedCertificates.delete(pem as string);
+    signedCertificates.set(pem as string, signed);
+    if (signedCertificates.size > SIGNED_CERTIFICATES_KEPT) {
+      signedCertificates.delete(signedCertificates.keys().next().value as string);
+    }
+  }
   const now = deps.clock.now();
-  if (now < certificate.notBefore) refuse('certificate-not-yet-valid', 'the certificate is not valid yet');
-  if (now >= certificate.notAfter) refuse('certificate-expired', 'the certificate has expired');
-  const serial = certificate.serialNumber.toLowerCase();
+  if (now < signed.notBefore) refuse('certificate-not-yet-valid', 'the certificate is not valid yet');
+  if (now >= signed.notAfter) refuse('certificate-expired', 'the certificate has expired');
+  const { serial } = signed;
   const { rows } = await sql.query<CertificateRow>(
     'SELECT node_id, tenant_id, site_id, role, certificate_pem, not_after, revoked_at FROM pki_certificates WHERE serial = $1',
     [serial],
   );
   const row = rows[0];
-  if (
-    !row ||
-    Buffer.compare(
-      Buffer.from(new x509.X509Certificate(row.certificate_pem).rawData),
-      Buffer.from(certificate.rawData),
-    ) !== 0
-  ) {
+  if (!row || Buffer.compare(pemDer(row.certificate_pem), signed.der) !== 0) {
     refuse('certificate-unknown', 'the certificate was not issued here');
   }
   if (row.revoked_at) refuse('certificate-revoked', 'the certificate has been revoked');

@@ -22,9 +22,14 @@ let lastError: string | undefined;
 /** Agents with a poll out (sent, not answered). */
 let polling = 0;
 let running = true;
-const fail = (error: unknown) => {
+/** Errors by call and message, with the seconds since start of the first: what went wrong, and when. */
+const errorKinds = new Map<string, { count: number; firstAtS: number }>();
+const fail = (error: unknown, what = 'call') => {
   errors += 1;
-  lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  lastError = `${what}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+  const kind = errorKinds.get(lastError);
+  if (kind) kind.count += 1;
+  else errorKinds.set(lastError, { count: 1, firstAtS: Math.round(performance.now() / 1000) });
 };
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -36,8 +41,23 @@ interface Calls {
   complete(id: string): Promise<unknown>;
 }
 
+/** A call retried as an agent would (each failure counted), so one failed answer does not strand its command. */
+async function retried(what: string, call: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await call();
+      return;
+    } catch (error) {
+      if (attempt >= 5 || !running) throw error;
+      fail(error, what);
+      await pause(50 * attempt);
+    }
+  }
+}
+
 async function loop(calls: Calls): Promise<void> {
   while (running) {
+    let what = 'poll';
     try {
       polling += 1;
       let commands: { id: string }[];
@@ -47,16 +67,17 @@ async function loop(calls: Calls): Promise<void> {
         polling -= 1;
       }
       const receivedAt = wallMs();
+      what = 'answer';
       for (const command of commands) {
-        await calls.ack(command.id);
-        await calls.start(command.id);
-        await calls.complete(command.id);
+        await retried('ack', () => calls.ack(command.id));
+        await retried('start', () => calls.start(command.id));
+        await retried('complete', () => calls.complete(command.id));
         receipts.push([command.id, receivedAt, wallMs()]);
         completed += 1;
       }
     } catch (error) {
       if (!running) return;
-      fail(error);
+      fail(error, what);
       await pause(100);
     }
   }
@@ -159,7 +180,14 @@ process.on('message', (message: ParentMessage) => {
       type: 'report',
       receipts: out,
       errors,
-      ...(lastError ? { lastError } : {}),
+      ...(errorKinds.size > 0
+        ? {
+            lastError: [...errorKinds]
+              .slice(0, 5)
+              .map(([text, { count, firstAtS }]) => `${count}× ${text} (first at ${firstAtS} s)`)
+              .join('; '),
+          }
+        : {}),
       clockOffsetMs: Date.now() - wallMs(),
     });
   } else if (message === 'stop') {

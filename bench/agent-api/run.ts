@@ -22,6 +22,7 @@ import { benchModule } from '../engine/bench-module';
 import { pgbenchInsertTps } from '../support/pgbench';
 import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
+import { measureBareTls } from './bare-tls';
 import { type AgentsConfig, type ChildMessage, type ParentMessage, type Receipt, wallMs } from './protocol';
 
 const env = process.env;
@@ -499,6 +500,16 @@ async function runMode(mode: 'inproc' | 'http'): Promise<ModeFigures> {
     await compute?.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     await scratch.drop().catch((error) => log(`could not drop ${scratch.url}: ${String(error)}`));
+    // The server's errors (JSON log lines of level error and above), a few of them, so a run says what went wrong.
+    try {
+      const errorLines = readFileSync(join(dataDir, 'server.log'), 'utf8')
+        .split('\n')
+        .filter((line) => /"level":"(error|fatal)"/.test(line));
+      if (errorLines.length > 0)
+        log(`${mode}: the server logged ${errorLines.length} errors, e.g.\n${errorLines.slice(0, 3).join('\n')}`);
+    } catch {
+      // No log (inproc, or the server never started).
+    }
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
@@ -525,6 +536,16 @@ const tpsBefore = await pgbench();
 for (const mode of MODES) {
   if (mode !== 'inproc' && mode !== 'http') throw new Error(`BENCH_MODES: unknown mode ${mode}`);
   results.push(await runMode(mode));
+}
+let bare: Awaited<ReturnType<typeof measureBareTls>> | undefined;
+if (MODES.includes('http') && env.BENCH_BARE !== '0') {
+  log(`bare Node.js HTTPS server, ${AGENTS} clients holding a request (load ${loadavg()})`);
+  const dir = mkdtempSync(join(tmpdir(), 'bc-bench-bare-tls-'));
+  try {
+    bare = await measureBareTls(AGENTS, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 const tpsAfter = await pgbench();
 const loadAfter = loadavg();
@@ -556,6 +577,13 @@ for (const r of results) {
     '',
     `server memory (${r.mode}): none connected RSS ${fmt(none.rssKb / 1024)} MiB, heap ${fmt(none.heapUsedKb / 1024)} MiB; ${AGENTS} connected (${polling} polls held) RSS ${fmt(connected.rssKb / 1024)} MiB, heap ${fmt(connected.heapUsedKb / 1024)} MiB; after they left RSS ${fmt(after.rssKb / 1024)} MiB, heap ${fmt(after.heapUsedKb / 1024)} MiB`,
     `per connected agent: RSS ${per(connected, none, 'rssKb')} KB, heap ${per(connected, none, 'heapUsedKb')} KB (over none connected); RSS ${per(connected, after, 'rssKb')} KB, heap ${per(connected, after, 'heapUsedKb')} KB (over after they left)`,
+  );
+}
+if (bare) {
+  const { none, connected, held } = bare;
+  lines.push(
+    `bare Node.js HTTPS server (client certificates requested from its CA, each request held; the reference): none connected RSS ${fmt(none.rssKb / 1024)} MiB, heap ${fmt(none.heapUsedKb / 1024)} MiB; ${AGENTS} connected (${held} requests held) RSS ${fmt(connected.rssKb / 1024)} MiB, heap ${fmt(connected.heapUsedKb / 1024)} MiB`,
+    `per connected client: RSS ${fmt((connected.rssKb - none.rssKb) / AGENTS)} KB, heap ${fmt((connected.heapUsedKb - none.heapUsedKb) / AGENTS)} KB`,
   );
 }
 for (const r of results) {

@@ -1,6 +1,6 @@
 import { ComputeError, type ErrorReason, type SqlExecutor } from '@better-compute/core';
 import { type PublicKeyInfo, parsePublicKey } from '../crypto/keys';
-import { type CaDeps, ensureCertificateAuthority, readCaCertificate } from './authority';
+import { CA_ID, type CaDeps, ensureCertificateAuthority } from './authority';
 import { importPublicKey, randomSerial, webCryptoParams, x509 } from './x509';
 
 /** Default lifetime of an agent certificate: 7 days; agents renew well before (see the README). */
@@ -148,6 +148,9 @@ interface CertificateRow {
   revoked_at: Date | null;
 }
 
+/** A row of a LEFT JOIN: every column may be null. */
+type Nullable<T> = { [K in keyof T]: T[K] | null };
+
 /** What a certificate's own bytes say once its CA's signature on them checked out: nothing the database decides. */
 interface SignedCertificate {
   caPem: string;
@@ -188,7 +191,16 @@ export async function verifyAgentCertificate(
 ): Promise<VerifiedCertificate> {
   const known = typeof pem === 'string' ? signedCertificates.get(pem) : undefined;
   const certificate = known ? undefined : parseCertificatePem(pem);
-  const caPem = await readCaCertificate(sql);
+  const presentedSerial = known?.serial ?? (certificate as x509.X509Certificate).serialNumber.toLowerCase();
+  // One round trip: the CA's certificate, and the row issued under the presented serial (checked below only once the
+  // CA's signature on the certificate holds).
+  const { rows } = await sql.query<Nullable<CertificateRow> & { ca_pem: string }>(
+    `SELECT ca.certificate_pem AS ca_pem, c.node_id, c.tenant_id, c.site_id, c.role, c.certificate_pem, c.not_after,
+       c.revoked_at
+     FROM pki_ca ca LEFT JOIN pki_certificates c ON c.serial = $2 WHERE ca.id = $1`,
+    [CA_ID, presentedSerial],
+  );
+  const caPem = rows[0]?.ca_pem;
   if (!caPem) refuse('certificate-untrusted', 'no CA has issued certificates yet');
   let signed = known?.caPem === caPem ? known : undefined;
   if (!signed) {
@@ -214,22 +226,18 @@ export async function verifyAgentCertificate(
   if (now < signed.notBefore) refuse('certificate-not-yet-valid', 'the certificate is not valid yet');
   if (now >= signed.notAfter) refuse('certificate-expired', 'the certificate has expired');
   const { serial } = signed;
-  const { rows } = await sql.query<CertificateRow>(
-    'SELECT node_id, tenant_id, site_id, role, certificate_pem, not_after, revoked_at FROM pki_certificates WHERE serial = $1',
-    [serial],
-  );
   const row = rows[0];
-  if (!row || Buffer.compare(pemDer(row.certificate_pem), signed.der) !== 0) {
+  if (!row?.certificate_pem || Buffer.compare(pemDer(row.certificate_pem), signed.der) !== 0) {
     refuse('certificate-unknown', 'the certificate was not issued here');
   }
   if (row.revoked_at) refuse('certificate-revoked', 'the certificate has been revoked');
   return {
     serial,
-    nodeId: row.node_id,
-    tenantId: row.tenant_id,
+    nodeId: row.node_id as string,
+    tenantId: row.tenant_id as string,
     siteId: row.site_id,
-    role: row.role,
-    expiresAt: row.not_after,
+    role: row.role as string,
+    expiresAt: row.not_after as Date,
   };
 }
 

@@ -3,7 +3,8 @@ import { type Clock, ComputeError, type SqlExecutor } from '@better-compute/core
 import { open, seal } from '../crypto/aead';
 import { type CaAlgorithm, type CryptoKey, subtle, webCryptoParams, x509 } from './x509';
 
-const CA_ID = 'ca';
+/** The id of the CA's one row in `pki_ca`. */
+export const CA_ID = 'ca';
 const CA_VALIDITY_MS = 10 * 365 * 24 * 3600 * 1000;
 
 /** The loaded CA: its certificate and its private signing key. */

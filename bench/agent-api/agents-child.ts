@@ -26,7 +26,8 @@ let running = true;
 const errorKinds = new Map<string, { count: number; firstAtS: number }>();
 const fail = (error: unknown, what = 'call') => {
   errors += 1;
-  lastError = `${what}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+  const details = (error as { details?: unknown } | undefined)?.details;
+  lastError = `${what}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}${details ? ` ${JSON.stringify(details)}` : ''}`;
   const kind = errorKinds.get(lastError);
   if (kind) kind.count += 1;
   else errorKinds.set(lastError, { count: 1, firstAtS: Math.round(performance.now() / 1000) });
@@ -96,6 +97,19 @@ async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T
   );
 }
 
+/** Runs `task` a uniformly random 0 to `spreadMs` ms from now (agents that did not all start at the same instant). */
+async function later(spreadMs: number, task: () => Promise<void>): Promise<void> {
+  await pause(Math.random() * spreadMs);
+  for (;;) {
+    try {
+      return await task();
+    } catch (error) {
+      fail(error, 'start');
+      await pause(200);
+    }
+  }
+}
+
 let database: SqlDatabase | undefined;
 const started = performance.now();
 let nodeIds: string[];
@@ -106,17 +120,21 @@ if (config.mode === 'http') {
   );
   await eachLimited(agents, config.joinConcurrency, async (agent) => {
     await agent.join(config.token, { serial: `bench-${Math.random().toString(36).slice(2)}` });
-    await agent.openSession('node');
   });
   nodeIds = agents.map((agent) => agent.nodeId as string);
   const { pollLimit, waitMs } = config;
   for (const agent of agents) {
-    void loop({
-      poll: () => agent.poll({ waitMs, limit: pollLimit }),
-      ack: (id) => agent.ack(id),
-      start: (id) => agent.start(id),
-      complete: (id) => agent.complete(id),
-    });
+    // The session is opened right before the first poll, on the connection the polls then keep alive.
+    void later(config.startSpreadMs, async () => {
+      await agent.openSession('node');
+    }).then(() =>
+      loop({
+        poll: () => agent.poll({ waitMs, limit: pollLimit }),
+        ack: (id) => agent.ack(id),
+        start: (id) => agent.start(id),
+        complete: (id) => agent.complete(id),
+      }),
+    );
   }
 } else {
   const db = createPostgresDatabase({ url: config.url, max: config.poolMax });
@@ -130,40 +148,42 @@ if (config.mode === 'http') {
   const RECHECK_MS = 5_000;
   const { pollLimit, waitMs } = config;
   for (const nodeId of nodeIds) {
-    void loop({
-      async poll() {
-        const deadline = Date.now() + waitMs;
-        for (;;) {
-          let woken = false;
-          let wake: (() => void) | undefined;
-          const woke = new Promise<void>((resolve) => {
-            wake = () => {
-              woken = true;
-              resolve();
-            };
-          });
-          wakes.set(nodeId, () => wake?.());
-          try {
-            const polled = await db.transaction((tx) => commands.pollCommands(tx, { nodeId, limit: pollLimit }));
-            const remaining = deadline - Date.now();
-            if (polled.length > 0 || remaining <= 0 || !running) return polled;
-            if (!woken) {
-              let timer: NodeJS.Timeout | undefined;
-              await Promise.race([
-                woke,
-                new Promise((resolve) => (timer = setTimeout(resolve, Math.min(remaining, RECHECK_MS)))),
-              ]);
-              clearTimeout(timer);
+    void later(config.startSpreadMs, async () => undefined).then(() =>
+      loop({
+        async poll() {
+          const deadline = Date.now() + waitMs;
+          for (;;) {
+            let woken = false;
+            let wake: (() => void) | undefined;
+            const woke = new Promise<void>((resolve) => {
+              wake = () => {
+                woken = true;
+                resolve();
+              };
+            });
+            wakes.set(nodeId, () => wake?.());
+            try {
+              const polled = await db.transaction((tx) => commands.pollCommands(tx, { nodeId, limit: pollLimit }));
+              const remaining = deadline - Date.now();
+              if (polled.length > 0 || remaining <= 0 || !running) return polled;
+              if (!woken) {
+                let timer: NodeJS.Timeout | undefined;
+                await Promise.race([
+                  woke,
+                  new Promise((resolve) => (timer = setTimeout(resolve, Math.min(remaining, RECHECK_MS)))),
+                ]);
+                clearTimeout(timer);
+              }
+            } finally {
+              wakes.delete(nodeId);
             }
-          } finally {
-            wakes.delete(nodeId);
           }
-        }
-      },
-      ack: (commandId) => db.transaction((tx) => commands.ackCommand(tx, { nodeId, commandId })),
-      start: (commandId) => db.transaction((tx) => commands.startCommand(tx, { nodeId, commandId })),
-      complete: (commandId) => db.transaction((tx) => commands.completeCommand(tx, { nodeId, commandId })),
-    });
+        },
+        ack: (commandId) => db.transaction((tx) => commands.ackCommand(tx, { nodeId, commandId })),
+        start: (commandId) => db.transaction((tx) => commands.startCommand(tx, { nodeId, commandId })),
+        complete: (commandId) => db.transaction((tx) => commands.completeCommand(tx, { nodeId, commandId })),
+      }),
+    );
   }
 }
 

@@ -17,8 +17,10 @@ export type AgentsConfig =
       token: string;
       pollLimit: number;
       waitMs: number;
-      /** Joins (and session opens) carried at once. */
+      /** Joins carried at once. */
       joinConcurrency: number;
+      /** Each agent opens its session and starts polling a uniformly random 0 to this many ms after the joins. */
+      startSpreadMs: number;
     }
   | {
       /** In process: the kernel's pollCommands / ack / start / complete on a pool, woken by LISTEN as the agent API is. */
@@ -31,6 +33,8 @@ export type AgentsConfig =
       poolMax: number;
       /** The nodes, created by run.ts. */
       nodeIds: string[];
+      /** Each agent starts polling a uniformly random 0 to this many ms after the start. */
+      startSpreadMs: number;
     };
 
 /** One command as the agents saw it: received (the poll's answer parsed) and completed (complete's answer back). */

@@ -40,6 +40,8 @@ const MODES = (env.BENCH_MODES ?? 'inproc,http').split(',').map((mode) => mode.t
 const SERVER_LOG_LEVEL = env.BENCH_SERVER_LOG_LEVEL ?? 'info';
 const AGENTS_NICE = Number(env.BENCH_AGENTS_NICE ?? 0);
 const JOIN_CONCURRENCY = Number(env.BENCH_JOIN_CONCURRENCY ?? 16);
+/** Agents start polling spread over this many seconds (uniformly), as agents that did not all connect at once. */
+const START_SPREAD_MS = Number(env.BENCH_START_SPREAD_S ?? 5) * 1000;
 /** The in-process agents' pool: the server's own pool is postgres.js's default of 10. */
 const INPROC_POOL = Number(env.BENCH_INPROC_POOL ?? 10);
 const PHASE_TIMEOUT_MS = Number(env.BENCH_PHASE_TIMEOUT_S ?? 180) * 1000;
@@ -151,6 +153,8 @@ interface Steady {
   maxLateMs: number;
   /** The correction applied to the agents' stamps (ms; see steadyPhase). */
   shift: number;
+  /** The server's event-loop delay over the phase and its GC time (http). */
+  server?: string;
   cpu: ReturnType<ReturnType<typeof cpuMeter>>;
 }
 
@@ -302,6 +306,32 @@ async function throughputPhase(
   };
 }
 
+/** The server's /metrics text. */
+function scrape(metricsUrl: string, ca: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    httpsGet(metricsUrl, { ca }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', reject);
+    }).on('error', reject);
+  });
+}
+
+/**
+ * The server's event-loop delay (prom-client's, over the time since the previous scrape: p50 / p99 / max ms) and the
+ * seconds its GC took since it started, by kind.
+ */
+async function loopAndGc(metricsUrl: string, ca: string): Promise<string> {
+  const text = await scrape(metricsUrl, ca);
+  const value = (name: string) => Number(new RegExp(`^${name}\\s+([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  const lag = ['p50', 'p99', 'max'].map((q) => fmt(value(`better_compute_nodejs_eventloop_lag_${q}_seconds`) * 1000));
+  const gc = [...text.matchAll(/^better_compute_nodejs_gc_duration_seconds_sum\{kind="(\w+)"\}\s+([0-9.e+-]+)/gm)]
+    .map(([, kind, seconds]) => `${kind} ${fmt(Number(seconds), 2)} s`)
+    .join(', ');
+  return `event-loop delay p50 / p99 / max ${lag.join(' / ')} ms; GC since start ${gc}`;
+}
+
 /** The server's RSS (/proc/<pid>/status) and V8 heap in use (its /metrics, prom-client's process metrics). */
 async function sampleMemory(pid: number, metricsUrl: string, ca: string): Promise<MemorySample> {
   const samples: MemorySample[] = [];
@@ -310,14 +340,7 @@ async function sampleMemory(pid: number, metricsUrl: string, ca: string): Promis
     await sleep(300);
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
-    const text = await new Promise<string>((resolve, reject) => {
-      httpsGet(metricsUrl, { ca }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-        res.on('error', reject);
-      }).on('error', reject);
-    });
+    const text = await scrape(metricsUrl, ca);
     const heap = Number(/^better_compute_nodejs_heap_size_used_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN);
     samples.push({ rssKb, heapUsedKb: heap / 1024 });
     await sleep(500);
@@ -440,6 +463,7 @@ async function runMode(mode: 'inproc' | 'http'): Promise<ModeFigures> {
         pollLimit: POLL_LIMIT,
         waitMs: WAIT_MS,
         joinConcurrency: JOIN_CONCURRENCY,
+        startSpreadMs: START_SPREAD_MS,
       };
     } else {
       compute = await betterCompute({ database: db, modules: [benchModule] });
@@ -453,11 +477,12 @@ async function runMode(mode: 'inproc' | 'http'): Promise<ModeFigures> {
         waitMs: WAIT_MS,
         poolMax: INPROC_POOL,
         nodeIds,
+        startSpreadMs: START_SPREAD_MS,
       };
     }
     if (config.mode === 'http' && WARMUP_AGENTS > 0) {
       // A few agents join and work a backlog first, so the baseline is a warmed-up server (code loaded and compiled).
-      const warm = new Agents({ ...config, agents: WARMUP_AGENTS });
+      const warm = new Agents({ ...config, agents: WARMUP_AGENTS, startSpreadMs: 0 });
       const warmReady = await warm.next('ready');
       await throughputPhase(compute, db, warmReady.nodeIds, warm, {});
       await warm.stop();
@@ -476,7 +501,9 @@ async function runMode(mode: 'inproc' | 'http'): Promise<ModeFigures> {
     }
     const pids = server ? { server: server.pid, agents: agents.pid } : { agents: agents.pid };
     log(`${mode}: steady, ${RATE}/s for ${DURATION_S} s (load ${loadavg()})`);
+    if (server) await loopAndGc(server.metricsUrl, server.ca);
     const steady = await steadyPhase(compute, db, ready.nodeIds, agents, pids);
+    if (server) steady.server = await loopAndGc(server.metricsUrl, server.ca);
     log(`${mode}: throughput, ${BACKLOG} per agent (load ${loadavg()})`);
     const throughput = await throughputPhase(compute, db, ready.nodeIds, agents, pids);
     const report = await agents.ask('report', 'report');
@@ -554,7 +581,7 @@ const ms = (values: number[]) => `${fmt(percentile(values, 50))} / ${fmt(percent
 const lines = [
   '',
   `bench/agent-api, ${startedAt.toISOString()} → ${new Date().toISOString()}`,
-  `${AGENTS} agents; steady ${RATE} commands/s for ${DURATION_S} s (one per agent in turn); backlog ${BACKLOG} per agent; poll limit ${POLL_LIMIT}, wait ${WAIT_MS} ms; server log level ${SERVER_LOG_LEVEL}`,
+  `${AGENTS} agents; steady ${RATE} commands/s for ${DURATION_S} s (one per agent in turn); backlog ${BACKLOG} per agent; poll limit ${POLL_LIMIT}, wait ${WAIT_MS} ms; first polls spread over ${START_SPREAD_MS / 1000} s; server log level ${SERVER_LOG_LEVEL}`,
   `load average before ${loadBefore}, after ${loadAfter}; pgbench insert TPS (1 / 2 clients) before ${tpsBefore.map((t) => fmt(t, 0)).join(' / ')}, after ${tpsAfter.map((t) => fmt(t, 0)).join(' / ')}`,
   '',
   '| mode | setup s | steady received / sent | enqueue→received p50 / p99 ms (from COMMIT) | from enqueue start | COMMIT→completed | driver late max ms | steady CPU (cores: server, agents; machine %) | throughput commands/s | completed / queued | enqueue s | throughput CPU | errors |',
@@ -585,6 +612,9 @@ if (bare) {
     `bare Node.js HTTPS server (client certificates requested from its CA, each request held; the reference): none connected RSS ${fmt(none.rssKb / 1024)} MiB, heap ${fmt(none.heapUsedKb / 1024)} MiB; ${AGENTS} connected (${held} requests held) RSS ${fmt(connected.rssKb / 1024)} MiB, heap ${fmt(connected.heapUsedKb / 1024)} MiB`,
     `per connected client: RSS ${fmt((connected.rssKb - none.rssKb) / AGENTS)} KB, heap ${fmt((connected.heapUsedKb - none.heapUsedKb) / AGENTS)} KB`,
   );
+}
+for (const r of results) {
+  if (r.steady.server) lines.push(`server during the steady phase (${r.mode}): ${r.steady.server}`);
 }
 for (const r of results) {
   lines.push(

@@ -78,7 +78,14 @@ export async function composeCompute(config: ServerConfig, log: ServerLogger): P
   const bareMetal = metal();
   let provision: ReturnType<typeof provisionModule>;
   try {
+    // A simulating server deploys with the built-in cloud-init template, whose variables a real one takes from its
+    // config module; the simulated OS joins by itself, so placeholders do.
+    const userData =
+      config.simulate > 0 && plugin.provision?.userData === undefined
+        ? { userData: (await import('./simulate')).simulatedUserData(`https://localhost:${config.agentPort}`) }
+        : {};
     provision = provisionModule({
+      ...userData,
       ...plugin.provision,
       modules: [bareMetal, ...plugins, ...(plugin.provision?.modules ?? [])],
     });

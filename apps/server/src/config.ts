@@ -47,6 +47,8 @@ export interface ServerConfig {
   shutdownTimeoutMs: number;
   sseHeartbeatMs: number;
   ssePollMs: number;
+  /** `--simulate N`: also start a simulated site of N machines over the agent API (0: none). */
+  simulate: number;
 }
 
 /** The environment variables the server reads, with their flags and defaults, for `--help` and the README. */
@@ -76,6 +78,7 @@ export const ENV_VARIABLES = [
   'SHUTDOWN_TIMEOUT_MS',
   'SSE_HEARTBEAT_MS',
   'SSE_POLL_MS',
+  'SIMULATE',
 ] as const;
 
 type EnvName = (typeof ENV_VARIABLES)[number];
@@ -97,6 +100,13 @@ function integer(name: string, raw: string | undefined, fallback: number, min: n
     throw invalid(name, `must be a whole number from ${min} to ${max}`);
   }
   return value;
+}
+
+// The simulated site's agents talk to this process's agent API, so a worker-only process cannot host one.
+function simulateCount(raw: string | undefined, role: string): number {
+  const count = integer('SIMULATE', raw, 0, 0, 256);
+  if (count > 0 && role === 'worker') throw invalid('SIMULATE', 'needs role all or api (the agent API serves it)');
+  return count;
 }
 
 function list(raw: string | undefined): string[] {
@@ -172,7 +182,8 @@ function program(): Command {
     .addOption(new Option('--log-level <level>', 'fatal … trace, silent (LOG_LEVEL, default info)'))
     .addOption(new Option('--workers <n>', 'workers in this process (WORKERS, default 1)'))
     .addOption(new Option('--shards <n>', 'shards keys hash into, fixed per database (SHARDS, default 64)'))
-    .addOption(new Option('--config <module>', 'plugin config module (BETTER_COMPUTE_CONFIG)'));
+    .addOption(new Option('--config <module>', 'plugin config module (BETTER_COMPUTE_CONFIG)'))
+    .addOption(new Option('--simulate <n>', 'also start a simulated site of n machines (SIMULATE, default 0)'));
 }
 
 const FLAG_ENV: Record<string, EnvName> = {
@@ -187,6 +198,7 @@ const FLAG_ENV: Record<string, EnvName> = {
   workers: 'WORKERS',
   shards: 'SHARDS',
   config: 'BETTER_COMPUTE_CONFIG',
+  simulate: 'SIMULATE',
 };
 
 /** What `--help` asked for: print nothing more and exit 0. */
@@ -316,5 +328,6 @@ export function loadConfig(
     shutdownTimeoutMs: integer('SHUTDOWN_TIMEOUT_MS', values.SHUTDOWN_TIMEOUT_MS, 30_000, 0, 3_600_000),
     sseHeartbeatMs: integer('SSE_HEARTBEAT_MS', values.SSE_HEARTBEAT_MS, 15_000, 100, 3_600_000),
     ssePollMs: integer('SSE_POLL_MS', values.SSE_POLL_MS, 500, 10, 60_000),
+    simulate: simulateCount(values.SIMULATE, role),
   };
 }

@@ -1,8 +1,11 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 import { HelpShown, loadConfig, type ServerConfig } from './config';
 import { createLogger, type ServerLogger } from './logger';
 import { startServer } from './server';
 import { installShutdown } from './shutdown';
+import type { SimulatedSite } from './simulate';
 
 // The entry of `pnpm start`: configuration → one clear line and exit 2 when it is wrong; else start, print the banner
 // (URLs, and the admin token the first start created, on stdout and never through the logger), and wait for SIGTERM.
@@ -48,7 +51,15 @@ async function main(): Promise<void> {
     process.stderr.write(`better-compute-server: failed to start: ${describe(error)}\n`);
     process.exit(1);
   }
-  installShutdown({ log, timeoutMs: config.shutdownTimeoutMs, stop: () => server.stop() });
+  let sim: SimulatedSite | undefined;
+  installShutdown({
+    log,
+    timeoutMs: config.shutdownTimeoutMs,
+    stop: async () => {
+      await sim?.close();
+      await server.stop();
+    },
+  });
 
   const lines = [`better-compute control plane (role ${config.role}, ${databaseLabel(config)})`];
   if (config.role === 'worker') {
@@ -64,6 +75,22 @@ async function main(): Promise<void> {
   if (server.adminToken) {
     lines.push(`  admin token  ${server.adminToken}`);
     lines.push('               (shown once: the root admin credential, every permission; store it now)');
+  }
+  if (config.simulate > 0 && server.agentUrl && server.caFile) {
+    // Imported only here: the simulated site is the testkit's, which a server that does not simulate never loads.
+    const { startSimulatedSite } = await import('./simulate');
+    sim = await startSimulatedSite({
+      compute: server.compute,
+      ...(server.adminToken ? { adminToken: server.adminToken } : {}),
+      agentUrl: server.agentUrl,
+      ca: await readFile(server.caFile, 'utf8'),
+      machines: config.simulate,
+      enrollFile: join(config.dataDir, 'simulated-enroll.json'),
+      log: (message) => log.warn({ agent: message }, 'simulated agent'),
+    });
+    lines.push(...sim.banner);
+  } else if (config.simulate > 0) {
+    lines.push("  (--simulate needs the agent API with the server's own CA: not started)");
   }
   process.stdout.write(`${lines.join('\n')}\n`);
 }

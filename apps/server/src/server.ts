@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { RunningWorker } from '@better-compute/core';
+import type { Compute, RunningWorker } from '@better-compute/core';
 import { createAgentApi } from '@better-compute/pki/agent-api';
 import { createAdaptorServer, type ServerType } from '@hono/node-server';
 import { ensureRootAdmin } from './admin';
@@ -24,6 +24,8 @@ export interface RunningServer {
   caFile: string | undefined;
   /** The root admin token when this start created it (print it once; never log it). */
   adminToken: string | undefined;
+  /** The composed control plane (for what runs beside the server in its process: `--simulate`). */
+  compute: Compute;
   /** Graceful stop: stop accepting and claiming, finish in-flight work, release leases, close. */
   stop(): Promise<void>;
 }
@@ -170,6 +172,7 @@ export async function startServer(config: ServerConfig, log: ServerLogger): Prom
       agentUrl,
       caFile: tls.caFile,
       adminToken: admin.token,
+      compute,
       async stop() {
         stopping = true;
         // Stop accepting: the listeners close; open streams and held polls are answered so their connections end.

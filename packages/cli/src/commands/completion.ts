@@ -45,19 +45,20 @@ export function bashScript(root: Node, globalFlags: string[]): string {
     const key = node.path.join(' ');
     cases.push(`    ${quote(key)}) words=${quote([...new Set(words)].join(' '))} ;;`);
   });
+  // No variable named `path`: zsh, which runs this script through bashcompinit, ties `path` to PATH.
   return `# better-compute bash completion: source it, or put it in /etc/bash_completion.d/
 _better_compute() {
-  local cur path word i words
+  local cur sofar word i words
   cur="\${COMP_WORDS[COMP_CWORD]}"
-  path=""
+  sofar=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     word="\${COMP_WORDS[i]}"
     case "$word" in -*) continue ;; esac
-    case " $(_better_compute_children "$path") " in
-      *" $word "*) path="\${path:+$path }$word" ;;
+    case " $(_better_compute_children "$sofar") " in
+      *" $word "*) sofar="\${sofar:+$sofar }$word" ;;
     esac
   done
-  case "$path" in
+  case "$sofar" in
 ${cases.join('\n')}
     *) words="" ;;
   esac

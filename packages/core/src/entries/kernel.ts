@@ -19,7 +19,9 @@ export {
   type SessionFreshness,
   touchAgentSession,
 } from '../agents';
-export { inputJsonSchema, listApiMethods } from '../api';
+// What the server (apps/server) serves beside compute.handler: bearer-token authentication and grants for its own
+// routes (the SSE event stream), the OpenAPI document, and the outbox read by cursor.
+export { authenticate, createOpenApiDocument, grantsPermission, inputJsonSchema, listApiMethods } from '../api';
 export { addMs, systemClock } from '../clock';
 export {
   assertCommandTransition,
@@ -44,6 +46,8 @@ export {
   commit,
 } from '../commit';
 export type { EventStaging } from '../events';
+export { readEvents } from '../events';
+export { decodeEventCursor, encodeEventCursor } from '../events/cursor';
 export { silentLogger } from '../kernel';
 export { applyMigrations, type MigrationReport, type ModuleMigrations, readMigrationFolder } from '../migrations';
 export { coreMigrationsFolder } from '../migrations-folder';
@@ -57,8 +61,3 @@ export {
   type WorkerOptions,
   type WorkQueueOptions,
 } from '../work';
-// What the server (apps/server) serves beside compute.handler: bearer-token authentication and grants for its own
-// routes (the SSE event stream), the OpenAPI document, and the outbox read by cursor.
-export { authenticate, createOpenApiDocument, grantsPermission } from '../api';
-export { readEvents } from '../events';
-export { decodeEventCursor, encodeEventCursor } from '../events/cursor';

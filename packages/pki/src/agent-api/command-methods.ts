@@ -89,9 +89,8 @@ function settle(kind: 'failCommand' | 'rejectCommand'): AgentMethod {
       const body = requireBody(call.body, ['commandId', 'reason']);
       const commandId = requireCommandId(body.commandId);
       const reason = requireReason(body.reason);
-      const moved = await ctx.compute.database.transaction((tx) =>
-        ctx.compute.commands[kind](tx, { nodeId, commandId, reason }),
-      );
+      // As ack and start: the kernel's move is one statement or a transaction of its own.
+      const moved = await ctx.compute.commands[kind](ctx.compute.database, { nodeId, commandId, reason });
       return { commandId: moved.id, state: moved.state };
     },
   };

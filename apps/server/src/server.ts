@@ -41,11 +41,23 @@ function listen(server: ServerType, port: number, host: string): Promise<number>
   });
 }
 
+/** How long requests in flight on a closing listener get before their connections are cut. */
+const CLOSE_GRACE_MS = 2_000;
+
+// An agent that re-polls at once keeps its keep-alive connection busy, so `close()` alone would wait for it forever:
+// idle connections are closed as they become idle, and whatever is still open after the grace is cut.
 function closeServer(server: ServerType | undefined): Promise<void> {
   if (!server) return Promise.resolve();
+  const node = server as Server;
   return new Promise((resolve) => {
-    server.close(() => resolve());
-    (server as Server).closeIdleConnections?.();
+    const idle = setInterval(() => node.closeIdleConnections?.(), 100);
+    const cut = setTimeout(() => node.closeAllConnections?.(), CLOSE_GRACE_MS);
+    server.close(() => {
+      clearInterval(idle);
+      clearTimeout(cut);
+      resolve();
+    });
+    node.closeIdleConnections?.();
   });
 }
 

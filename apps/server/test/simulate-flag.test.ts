@@ -1,5 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { createHttpAgent } from '@better-compute/testkit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { api, type ServerProcess, spawnServer, startServer, tempDir } from './support/server-process';
 
@@ -62,6 +63,28 @@ it('enrolls, deploys the demo image and releases a simulated machine through the
   expect((await api(server, 'metal.release', { tenantId: 'root', nodeId })).status).toBe(200);
   await waitForState(nodeId, 'available');
 }, 90_000);
+
+it('stops on SIGTERM while an agent of another process keeps re-polling, exit 0 well before the deadline', async () => {
+  const site = (await api(server, 'sites.create', { tenantId: 'root', name: 'poller' })).json();
+  const { token } = (await api(server, 'sites.joinToken', { tenantId: 'root', siteId: site.id })).json();
+  const agent = createHttpAgent({ baseUrl: server.agentUrl as string, ca: server.ca });
+  await agent.join(token as string);
+  await agent.openSession('site');
+  let polling = true;
+  // Re-polls at once on its keep-alive connection, as a real agent does: the connection is never idle.
+  const loop = (async () => {
+    while (polling) await agent.poll({ waitMs: 300 }).catch(() => undefined);
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const started = Date.now();
+  expect(await server.stop()).toBe(0);
+  // SHUTDOWN_TIMEOUT_MS is 30 s: an agent re-polling on its keep-alive connection used to hold the listener open.
+  expect(Date.now() - started).toBeLessThan(20_000);
+  polling = false;
+  await loop;
+  // Its session went with the server; closing only drops the client's connections.
+  await agent.close().catch(() => undefined);
+});
 
 it('refuses --simulate on a worker-only process, naming SIMULATE', async () => {
   const worker = spawnServer({ DATA_DIR: dir.path, ROLE: 'worker', SIMULATE: '2' });

@@ -46,7 +46,17 @@ function malformed(message = 'the request body is not valid JSON'): ComputeError
   return new ComputeError('INVALID_INPUT', message, { details: { path: [], reason: 'malformed-json' } });
 }
 
-async function readBody(request: Request, limit: number): Promise<unknown> {
+/**
+ * Reads a JSON body of at most `limit` bytes (the declared length first, then what arrives); an empty body is `{}`.
+ * Too large, cut short, not UTF-8 or not JSON is INVALID_INPUT with `details.path` `[]` and `details.reason`. The
+ * operator API and the agent API both read their bodies with it.
+ *
+ * @example
+ * ```ts
+ * const body = await readJsonBody(request, 1024 * 1024);
+ * ```
+ */
+export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
   const chunks: Uint8Array[] = [];
@@ -61,7 +71,7 @@ async function readBody(request: Request, limit: number): Promise<unknown> {
       if (done) break;
       total += value.byteLength;
       if (total > limit) {
-        await reader.cancel();
+        await reader.cancel().catch(() => undefined);
         throw tooLarge(limit);
       }
       chunks.push(value);
@@ -130,7 +140,7 @@ export function createFetchHandler(
         group,
         method,
         credential,
-        readInput: () => readBody(request, limit),
+        readInput: () => readJsonBody(request, limit),
       });
       return json(200, JSON.stringify(result === undefined ? null : result));
     } catch (error) {

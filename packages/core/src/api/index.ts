@@ -21,7 +21,7 @@ export {
   runFindings,
 } from './doctor-api';
 export { type ApiEvent, type ApiEventsPage, type EventsApi, eventsApi } from './events-api';
-export { createFetchHandler } from './fetch-handler';
+export { createFetchHandler, readJsonBody } from './fetch-handler';
 export { createOpenApiDocument, inputJsonSchema } from './openapi';
 export { grantsPermission, isApiPermission, isPermissionGrant, ROOT_TENANT_ID } from './permissions';
 export { COMPUTE_NODE, COMPUTE_TENANT, resolveNodeResource, resolveTenantResource } from './resources';

@@ -21,7 +21,14 @@ export {
 } from '../agents';
 // What the server (apps/server) serves beside compute.handler: bearer-token authentication and grants for its own
 // routes (the SSE event stream), the OpenAPI document, and the outbox read by cursor.
-export { authenticate, createOpenApiDocument, grantsPermission, inputJsonSchema, listApiMethods } from '../api';
+export {
+  authenticate,
+  createOpenApiDocument,
+  grantsPermission,
+  inputJsonSchema,
+  listApiMethods,
+  readJsonBody,
+} from '../api';
 export { addMs, systemClock } from '../clock';
 export {
   assertCommandTransition,

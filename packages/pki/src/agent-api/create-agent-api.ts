@@ -1,9 +1,10 @@
 import { type Clock, type Compute, ComputeError, isComputeError, type Logger } from '@better-compute/core';
+import { readJsonBody } from '@better-compute/core/kernel';
 import type { Pki } from '../pki';
 import { COMMAND_METHODS } from './command-methods';
 import { createCommandWaiters } from './command-waiters';
 import type { AgentApiContext, AgentCaller, AgentMethod } from './context';
-import { DEFAULT_AGENT_MAX_BODY_BYTES, errorResponse, jsonResponse, readJsonBody } from './http';
+import { DEFAULT_AGENT_MAX_BODY_BYTES, errorResponse, jsonResponse } from './http';
 import { NODE_METHODS } from './node-methods';
 import { createSessionKeeper } from './session-keeper';
 

@@ -1,4 +1,4 @@
-import { ComputeError, HTTP_STATUS_BY_CODE, toComputeError } from '@better-compute/core';
+import { HTTP_STATUS_BY_CODE, toComputeError } from '@better-compute/core';
 
 /**
  * The largest request body the agent API reads unless configured: 1 MiB.
@@ -43,59 +43,4 @@ export function errorResponse(thrown: unknown, headers: Record<string, string> =
     body = { code: error.code, message: error.message, details: {} };
   }
   return jsonResponse(status ?? HTTP_STATUS_BY_CODE[error.code] ?? 500, body, headers);
-}
-
-function tooLarge(limit: number): ComputeError {
-  return new ComputeError('INVALID_INPUT', `the request body is larger than ${limit} bytes`, {
-    details: { path: [], reason: 'body-too-large', limitBytes: limit },
-  });
-}
-
-function malformed(message = 'the request body is not valid JSON'): ComputeError {
-  // The parser's message is not copied: it quotes the body, which may hold a join token.
-  return new ComputeError('INVALID_INPUT', message, { details: { path: [], reason: 'malformed-json' } });
-}
-
-/**
- * Reads a JSON body of at most `limit` bytes (the declared length is checked first, then what arrives); an empty body
- * is `{}`. Too large or not UTF-8 JSON is INVALID_INPUT with `details.path` `[]` and `details.reason`.
- *
- * @example
- * ```ts
- * const body = await readJsonBody(request, 1024 * 1024);
- * ```
- */
-export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
-  const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  if (request.body) {
-    const reader = request.body.getReader();
-    for (;;) {
-      // A client that goes away or breaks its chunked encoding mid-body sent no complete JSON: its mistake, not ours.
-      const { done, value } = await reader.read().catch(() => {
-        throw malformed('the request body ended before it was complete');
-      });
-      if (done) break;
-      total += value.byteLength;
-      if (total > limit) {
-        await reader.cancel().catch(() => undefined);
-        throw tooLarge(limit);
-      }
-      chunks.push(value);
-    }
-  }
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-  } catch {
-    throw malformed();
-  }
-  if (text.trim() === '') return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw malformed();
-  }
 }

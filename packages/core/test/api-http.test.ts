@@ -12,6 +12,7 @@ import { createCommandKindRegistry } from '../src/commands';
 import { COMPUTE_ERROR_CODES, ComputeError, HTTP_STATUS_BY_CODE } from '../src/errors';
 import { newId } from '../src/ids';
 import type { ModuleContext } from '../src/kernel';
+import { SqlError } from '../src/sql';
 import { insertNode, manualClock, migrateCore, resetTenants } from './conformance/credentials';
 import { type ScratchDatabase, scratchPglite } from './support/databases';
 
@@ -56,6 +57,14 @@ const probe = defineApiGroup('probe', {
     resource: async () => ({ type: 'compute-tenant', tenantId: 'root' }),
     handler: async () => {
       throw new TypeError('secret s3cr3t leaked');
+    },
+  }),
+  databaseFault: defineApiMethod({
+    input: v.object({ reason: v.picklist(['connection-lost', 'serialization-failure', 'query-canceled', 'other']) }),
+    permission: 'compute:probe:read',
+    resource: async () => ({ type: 'compute-tenant', tenantId: 'root' }),
+    handler: async (input): Promise<never> => {
+      throw new SqlError('password=s3cr3t lost', { reason: input.reason, cause: new Error('s3cr3t') });
     },
   }),
   nothing: defineApiMethod({
@@ -174,6 +183,36 @@ describe('HTTP API', () => {
     expect(response.status).toBe(500);
     expect(JSON.parse(text)).toEqual({ code: 'INTERNAL', message: 'internal error', details: {} });
     expect(text).not.toContain('s3cr3t');
+  });
+
+  it('answers a database fault with what the caller can do about it, never 500 and never its message', async () => {
+    const answers: Record<string, unknown> = {};
+    for (const reason of ['connection-lost', 'serialization-failure', 'query-canceled', 'other']) {
+      const response = await post('/v1/probe.databaseFault', { reason });
+      const text = await response.text();
+      expect(text).not.toContain('s3cr3t');
+      const body = JSON.parse(text) as { code: string; details: Record<string, unknown> };
+      answers[reason] = { status: response.status, code: body.code, details: body.details };
+    }
+    expect(answers).toEqual({
+      'connection-lost': {
+        status: 504,
+        code: 'TIMEOUT',
+        details: { retryable: true, reason: 'database-connection-lost' },
+      },
+      'serialization-failure': {
+        status: 409,
+        code: 'CONFLICT',
+        details: { retryable: true, reason: 'database-serialization-failure' },
+      },
+      'query-canceled': {
+        status: 504,
+        code: 'TIMEOUT',
+        details: { retryable: false, reason: 'database-statement-timeout' },
+      },
+      // A statement the database refused for a reason of its own is a bug of ours: INTERNAL, without its message.
+      other: { status: 500, code: 'INTERNAL', details: {} },
+    });
   });
 
   it('answers malformed JSON with 400 INVALID_INPUT without quoting the body', async () => {

@@ -1,9 +1,10 @@
-import { ComputeError, isComputeError, toComputeError } from '../errors';
+import { ComputeError, isComputeError } from '../errors';
 import { findUnstorableText, storableTextProblem } from '../json/storable-text';
 import type { ModuleContext } from '../kernel/module';
 import { validateInput } from '../manifest/validate-input';
 import type { SqlExecutor } from '../sql/executor';
 import { authorize } from './authorize';
+import { apiCallError } from './call-error';
 import { authenticate } from './credentials';
 import { listApiMethods } from './define';
 import type { ApiClient, ApiGroup, ApiMethod } from './types';
@@ -114,7 +115,7 @@ export function createApi<const G extends Readonly<Record<string, ApiGroup>>>(
     try {
       return await run(request, method);
     } catch (error) {
-      throw toComputeError(error);
+      throw apiCallError(error);
     }
   }
 

@@ -1,4 +1,5 @@
-import { ComputeError, HTTP_STATUS_BY_CODE, toComputeError } from '../errors';
+import { ComputeError, HTTP_STATUS_BY_CODE } from '../errors';
+import { apiCallError } from './call-error';
 import type { ApiDispatcher } from './dispatcher';
 
 /** The largest request body the HTTP API reads: 1 MiB. */
@@ -23,7 +24,7 @@ function json(status: number, body: string, headers: Record<string, string> = {}
 }
 
 function errorResponse(thrown: unknown, headers: Record<string, string> = {}, statusOverride?: number): Response {
-  const error = toComputeError(thrown);
+  const error = apiCallError(thrown);
   const status = statusOverride ?? HTTP_STATUS_BY_CODE[error.code] ?? 500;
   let body: string;
   try {

@@ -1,4 +1,5 @@
 export { authorize, resourceNotFound } from './authorize';
+export { apiCallError } from './call-error';
 export { authenticate, type CreateCredentialInput, createCredential, revokeCredential } from './credentials';
 export {
   type ApiCredential,

@@ -22,6 +22,7 @@ export {
 // What the server (apps/server) serves beside compute.handler: bearer-token authentication and grants for its own
 // routes (the SSE event stream), the OpenAPI document, and the outbox read by cursor.
 export {
+  apiCallError,
   authenticate,
   createOpenApiDocument,
   grantsPermission,

@@ -1,4 +1,5 @@
-import { HTTP_STATUS_BY_CODE, toComputeError } from '@better-compute/core';
+import { HTTP_STATUS_BY_CODE } from '@better-compute/core';
+import { apiCallError } from '@better-compute/core/kernel';
 
 /**
  * The largest request body the agent API reads unless configured: 1 MiB.
@@ -27,7 +28,8 @@ export function jsonResponse(status: number, body: unknown, headers: Record<stri
 
 /**
  * The error answer `{ code, message, details }` with the status of core's `HTTP_STATUS_BY_CODE` (or `status`); anything
- * that is not a ComputeError is INTERNAL without its message.
+ * that is not a ComputeError is as core's `apiCallError` says (a database fault TIMEOUT or CONFLICT, else INTERNAL
+ * without its message).
  *
  * @example
  * ```ts
@@ -35,7 +37,7 @@ export function jsonResponse(status: number, body: unknown, headers: Record<stri
  * ```
  */
 export function errorResponse(thrown: unknown, headers: Record<string, string> = {}, status?: number): Response {
-  const error = toComputeError(thrown);
+  const error = apiCallError(thrown);
   let body: unknown;
   try {
     body = JSON.parse(JSON.stringify(error.toJSON()));

@@ -1,0 +1,53 @@
+import { ComputeError, isComputeError, toComputeError } from '../errors';
+import { SqlError } from '../sql/sql-error';
+
+/**
+ * What a failed API call answers: a ComputeError as it is; a database fault as the closed code that says what the
+ * caller can do about it, never `INTERNAL` (an HTTP 500), with `details.retryable` and the database's reason; anything
+ * else `INTERNAL` without its message (it may carry a secret or an internal detail).
+ *
+ * - a lost connection (or no free connection, or the server shutting down): `TIMEOUT` (504). Whether a write took
+ *   effect is unknown, as behind a gateway that timed out; the caller reads the state again or retries.
+ * - a serialization failure, a deadlock or a lock not available: `CONFLICT` (409). The call was rolled back whole and
+ *   may be retried as it is.
+ * - a statement cancelled (its `statement_timeout` ran out): `TIMEOUT`, not retryable as it is.
+ *
+ * @example
+ * ```ts
+ * try { return await handler(input); } catch (thrown) { throw apiCallError(thrown); }
+ * ```
+ */
+export function apiCallError(thrown: unknown): ComputeError {
+  if (isComputeError(thrown)) return thrown;
+  const sql = databaseFault(thrown);
+  if (sql === undefined) return toComputeError(thrown);
+  switch (sql.reason) {
+    case 'connection-lost':
+    case 'closed':
+      return new ComputeError('TIMEOUT', 'the database connection failed during the call; it may have taken effect', {
+        details: { retryable: true, reason: `database-${sql.reason}` },
+        cause: thrown,
+      });
+    case 'serialization-failure':
+    case 'deadlock':
+    case 'lock-not-available':
+      return new ComputeError('CONFLICT', 'the call met a concurrent change and was rolled back; retry it', {
+        details: { retryable: true, reason: `database-${sql.reason}` },
+        cause: thrown,
+      });
+    case 'query-canceled':
+      return new ComputeError('TIMEOUT', 'a database statement of the call ran out of time', {
+        details: { retryable: false, reason: 'database-statement-timeout' },
+        cause: thrown,
+      });
+    default:
+      return toComputeError(thrown);
+  }
+}
+
+// A handler may wrap the driver's error (a ComputeError was handled above); one level of cause is looked at.
+function databaseFault(thrown: unknown): SqlError | undefined {
+  if (thrown instanceof SqlError) return thrown;
+  const cause = thrown instanceof Error ? thrown.cause : undefined;
+  return cause instanceof SqlError ? cause : undefined;
+}

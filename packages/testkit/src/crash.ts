@@ -192,11 +192,15 @@ export function crashingDatabase(db: SqlDatabase, plan: CrashPlan | undefined): 
       // After the commit (or after fn threw on its own): the worker dies all the same.
       throw crash(boundary, failure);
     },
-    async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {
+    async listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>> {
       alive();
-      return db.listen(channel, (payload) => {
-        if (crashedAt === undefined) handler(payload);
-      });
+      return db.listen(
+        channel,
+        (payload) => {
+          if (crashedAt === undefined) handler(payload);
+        },
+        onListen,
+      );
     },
     async close(): Promise<void> {},
   };

@@ -351,6 +351,16 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       });
     },
 
+    async hasCommandsToPoll(tx, input) {
+      const nodeId = requireText(input?.nodeId, ['nodeId']);
+      const { rows } = await tx.query<{ found: boolean }>(
+        `SELECT EXISTS (SELECT 1 FROM commands WHERE node_id = $1 AND state IN ${OPEN_SQL}
+           AND (state IN ('pending', 'dispatched') OR not_after < $2)) AS found`,
+        [nodeId, clock.now()],
+      );
+      return rows[0]?.found === true;
+    },
+
     ackCommand: (tx, input) => agentMove(tx, input, 'acked'),
     startCommand: (tx, input) => agentMove(tx, input, 'running'),
     completeCommand(tx, input) {

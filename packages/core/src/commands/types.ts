@@ -197,6 +197,11 @@ export interface SettleWithReasonInput extends AgentCommandRef {
 export interface KernelCommandQueue extends CommandQueue {
   /** Pending and dispatched commands of the node not past `notAfter`; pending ones become dispatched (at-least-once). */
   pollCommands(tx: SqlExecutor, input: PollCommandsInput): Promise<Command[]>;
+  /**
+   * Whether `pollCommands` would find anything for the node now (a command to deliver, or an open one past its
+   * `notAfter` to expire): one read, no lock, so a long poll's re-check costs a single round trip when there is nothing.
+   */
+  hasCommandsToPoll(tx: SqlExecutor, input: { nodeId: string }): Promise<boolean>;
   ackCommand(tx: SqlExecutor, input: AgentCommandRef): Promise<Command>;
   startCommand(tx: SqlExecutor, input: AgentCommandRef): Promise<Command>;
   completeCommand(tx: SqlExecutor, input: CompleteCommandInput): Promise<Command>;

@@ -127,9 +127,11 @@ export class PgliteSession implements SqlDatabase {
     return outcome as Promise<T>;
   }
 
-  async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {
+  async listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>> {
     this.#guard();
     const unsubscribe = await this.#mutex.run(() => this.client.listen(channel, handler));
+    // In process: the subscription never drops, so it is in place once.
+    onListen?.();
     return async () => {
       if (!this.#closed) await this.#mutex.run(() => unsubscribe());
     };

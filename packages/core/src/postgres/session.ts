@@ -194,8 +194,9 @@ export class PostgresSession implements SqlDatabase {
     return scoped((inner) => this.client.begin(inner) as Promise<T>, fn, this.limits);
   }
 
-  async listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>> {
-    const subscription = await this.client.listen(channel, handler);
+  async listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>> {
+    // postgres.js re-subscribes on its own after the listening connection reconnects, and says so through onlisten.
+    const subscription = await this.client.listen(channel, handler, onListen);
     return () => subscription.unlisten();
   }
 

@@ -43,8 +43,12 @@ export type NotificationHandler = (payload: string) => void;
  */
 export interface SqlDatabase extends SqlExecutor {
   readonly backend: 'pglite' | 'postgres';
-  /** Subscribes to `NOTIFY` on a channel; resolves to an unsubscribe function. */
-  listen(channel: string, handler: NotificationHandler): Promise<() => Promise<void>>;
+  /**
+   * Subscribes to `NOTIFY` on a channel; resolves to an unsubscribe function. `onListen` is called each time the
+   * subscription is in place: once at the start, and on PostgreSQL again after the listening connection was lost and
+   * came back, when whatever was notified meanwhile is gone, so a listener that trusts its notifications re-checks then.
+   */
+  listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>>;
   /** Closes every connection. Further queries fail. */
   close(): Promise<void>;
 }

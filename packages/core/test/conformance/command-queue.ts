@@ -380,6 +380,21 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect(await db.transaction((tx) => queue.pollCommands(tx, { nodeId }))).toEqual([]);
     });
 
+    it('says whether a poll would find anything: a command to deliver or one to expire, and nothing for another node', async () => {
+      const has = (node = nodeId) => queue.hasCommandsToPoll(db, { nodeId: node });
+      expect(await has()).toBe(false);
+      const { id } = await enqueueReboot();
+      expect([await has(), await has(otherNodeId)]).toEqual([true, false]);
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      expect(await has()).toBe(true); // dispatched comes back until acked
+      await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: id }));
+      expect(await has()).toBe(false); // acked: nothing to deliver, not yet due
+      clock.advance(3_600_001);
+      expect(await has()).toBe(true); // past notAfter: the poll expires it
+      await db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      expect(await has()).toBe(false);
+    });
+
     it('respects the poll limit and refuses one out of range', async () => {
       for (const key of ['a', 'b', 'c']) await enqueueReboot(key);
       const two = await db.transaction((tx) => queue.pollCommands(tx, { nodeId, limit: 2 }));

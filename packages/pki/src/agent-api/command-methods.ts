@@ -47,20 +47,23 @@ async function poll(ctx: AgentApiContext, call: AgentCall): Promise<{ commands: 
   const { compute } = ctx;
   const deadline = Date.now() + Math.min(waitMs, ctx.longPollMaxMs);
   if (waitMs > 0) await ctx.waiters.listen();
+  let woken = false;
   for (;;) {
     // Registered before the poll reads, so a command committed between the read and the wait still wakes it.
     const waiter = ctx.waiters.register(nodeId);
     try {
-      // pollCommands runs in a transaction of its own (a savepoint when given one): handed the database, that is the
-      // transaction, without an outer one around it (two round trips fewer on every poll and re-check).
-      const polled = await compute.commands.pollCommands(
-        compute.database,
-        limit === undefined ? { nodeId } : { nodeId, limit },
-      );
+      // Unless a notification said a command came, one lock-free read first: most polls (the first of a held poll, every
+      // re-check) find nothing, and the poll's transaction costs four round trips. pollCommands runs in a transaction of
+      // its own: handed the database, that is the transaction, without an outer one around it.
+      const worthPolling = woken || (await compute.commands.hasCommandsToPoll(compute.database, { nodeId }));
+      const polled = worthPolling
+        ? await compute.commands.pollCommands(compute.database, limit === undefined ? { nodeId } : { nodeId, limit })
+        : [];
       const remaining = deadline - Date.now();
       if (polled.length > 0 || remaining <= 0 || call.signal.aborted) return { commands: polled.map(agentCommand) };
       const outcome = await waiter.wait(Math.min(remaining, ctx.recheckMs), call.signal);
       if (outcome === 'aborted') return { commands: [] };
+      woken = outcome === 'woken';
     } finally {
       waiter.release();
     }

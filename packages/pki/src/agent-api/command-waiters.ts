@@ -60,6 +60,10 @@ export function createCommandWaiters(database: SqlDatabase, log: Logger): Comman
     }
   }
 
+  function wakeAll(): void {
+    for (const nodeId of byNode.keys()) wake(nodeId);
+  }
+
   function remove(nodeId: string, entry: Entry): void {
     const set = byNode.get(nodeId);
     if (!set) return;
@@ -71,7 +75,14 @@ export function createCommandWaiters(database: SqlDatabase, log: Logger): Comman
     listen() {
       listening ??= (async () => {
         try {
-          const stop = await database.listen(COMMANDS_CHANNEL, (payload) => wake(payload));
+          let subscribed = false;
+          // Back after the listening connection was lost: what was notified meanwhile is gone, so every held poll
+          // looks again now instead of at its re-check.
+          const onListen = () => {
+            if (subscribed) wakeAll();
+            subscribed = true;
+          };
+          const stop = await database.listen(COMMANDS_CHANNEL, (payload) => wake(payload), onListen);
           if (closed) await stop();
           else unlisten = stop;
         } catch (error) {

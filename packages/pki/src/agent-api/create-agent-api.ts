@@ -43,7 +43,7 @@ export const MAX_LONG_POLL_MAX_MS = 60_000;
  * createAgentApi({ compute, pki: security, recheckMs: DEFAULT_LONG_POLL_RECHECK_MS * 2 });
  * ```
  */
-export const DEFAULT_LONG_POLL_RECHECK_MS = 5_000;
+export const DEFAULT_LONG_POLL_RECHECK_MS = 15_000;
 
 /** Options of {@link createAgentApi}. */
 export interface AgentApiOptions {
@@ -57,7 +57,7 @@ export interface AgentApiOptions {
   log?: Logger;
   /** The longest a `commands.poll` is held (1 to 60,000 ms; default 25,000). */
   longPollMaxMs?: number;
-  /** How often a held poll re-checks without a notification (default 5,000 ms). */
+  /** How often a held poll re-checks without a notification (default 15,000 ms). */
   recheckMs?: number;
   /** Bodies larger than this are INVALID_INPUT (default 1 MiB). */
   maxBodyBytes?: number;

@@ -4,6 +4,7 @@ import type { AgentRole, AgentSession } from '@better-compute/core/kernel';
 import type { AgentCommand } from '@better-compute/pki/agent-api';
 import { createHttpAgent, type HttpAgent, type HttpAgentCertificate } from '../http-agent';
 import type { SimAgent, SimCommandRecord, SimOutcome } from '../metal-sim/sim-agent';
+import { deliverReport } from './report';
 import { createWake, sleep } from './wake';
 
 /** What {@link createHttpSimAgent} takes. */
@@ -67,7 +68,8 @@ function toCommand(command: AgentCommand, certificate: HttpAgentCertificate | un
  * Makes a simulated agent that speaks the agent API over HTTPS with mutual TLS (the testkit's `createHttpAgent`):
  * `join` gets it a certificate, `connect(role)` opens a session, and its loop long-polls, acks, starts and settles
  * each command with the handler's outcome (signed with its own key when the outcome asks), at most once per command
- * id. After an error it backs off (250 ms doubling to 5 s) and polls again; `close()` ends the loop.
+ * id. A report that gets no answer (the server restarting, a 5xx) is sent again with the same command id until the
+ * server has it. After a poll error it backs off (250 ms doubling to 5 s) and polls again; `close()` ends the loop.
  *
  * @example
  * ```ts
@@ -89,7 +91,18 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
   const lanes = new Map<string, Promise<void>>();
 
   async function run(command: Command, role: AgentRole, client: HttpAgent): Promise<void> {
-    await client.ack(command.id);
+    // Every report goes again (same command id) until the server has it, while this identity still runs the command.
+    const keepTrying = () => !stopped && http === client && Date.now() < command.notAfter.getTime();
+    const deliver = (label: string, send: () => Promise<unknown>, reached: readonly string[]) =>
+      deliverReport({
+        send,
+        reached,
+        keepTrying,
+        wake,
+        log: options.log,
+        label: `${command.kind} ${command.id} ${label}`,
+      });
+    await deliver('ack', () => client.ack(command.id), ['acked', 'running']);
     const outcome = await options.handle(command, agent);
     const payload = command.payload as { operation?: unknown } | null;
     options.record({
@@ -107,14 +120,17 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       ...('reason' in outcome ? { reason: outcome.reason } : {}),
       destructive: options.isDestructive(command.kind),
     });
-    if (outcome.outcome === 'reject') return client.reject(command.id, outcome.reason);
-    await client.start(command.id);
+    if (outcome.outcome === 'reject') {
+      return deliver('reject', () => client.reject(command.id, outcome.reason), ['rejected']);
+    }
+    await deliver('start', () => client.start(command.id), ['running']);
     if (outcome.outcome === 'hang') return;
-    if (outcome.outcome === 'fail') return client.fail(command.id, outcome.reason);
-    await client.complete(command.id, {
+    if (outcome.outcome === 'fail') return deliver('fail', () => client.fail(command.id, outcome.reason), ['failed']);
+    const completion = {
       ...(outcome.result === undefined ? {} : { result: outcome.result }),
       sign: outcome.sign === true || outcome.attested !== undefined,
-    });
+    };
+    await deliver('complete', () => client.complete(command.id, completion), ['succeeded']);
     await outcome.after?.();
   }
 
@@ -206,7 +222,18 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       await previous?.close().catch(() => undefined);
       const client = createHttpAgent({ baseUrl: options.agentUrl, ca: options.ca });
       try {
-        const certificate = await client.join(token, claims);
+        // A ramdisk or bcd keeps trying while the control plane does not answer (a restart); a refusal is final.
+        let certificate: HttpAgentCertificate | undefined;
+        await deliverReport({
+          send: async () => {
+            certificate = await client.join(token, claims);
+          },
+          reached: [],
+          keepTrying: () => !stopped,
+          wake,
+          log: options.log,
+          label: 'join',
+        });
         http = client;
         return certificate;
       } catch (error) {
@@ -216,8 +243,20 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       }
     },
     async connect(role, bootId = randomUUID()) {
-      if (!http) throw new Error('http sim agent: join before connecting');
-      const opened = await http.openSession(role, bootId);
+      const client = http;
+      if (!client) throw new Error('http sim agent: join before connecting');
+      let opened: Awaited<ReturnType<HttpAgent['openSession']>> | undefined;
+      await deliverReport({
+        send: async () => {
+          opened = await client.openSession(role, bootId);
+        },
+        reached: [],
+        keepTrying: () => !stopped && http === client,
+        wake,
+        log: options.log,
+        label: `open ${role} session`,
+      });
+      if (!opened) throw new Error('http sim agent: no session opened');
       session = {
         id: opened.sessionId,
         nodeId: opened.nodeId,

@@ -1,0 +1,68 @@
+import { isComputeError } from '@better-compute/core';
+import { sleep, type Wake } from './wake';
+
+const FIRST_RETRY_MS = 250;
+const LAST_RETRY_MS = 5_000;
+
+/** What {@link deliverReport} takes. */
+export interface DeliverReportOptions {
+  /** Sends the report once; the same command id every time, so a repeat the server already has is recognised. */
+  send: () => Promise<unknown>;
+  /**
+   * The command states that mean an earlier attempt landed (its answer was lost): a retried ack that finds the command
+   * `acked` is delivered, not refused.
+   */
+  reached: readonly string[];
+  /** Whether to go on trying (the agent still runs, as the same identity, and the command is not past its time). */
+  keepTrying: () => boolean;
+  wake: Wake;
+  log: (message: string) => void;
+  label: string;
+}
+
+/**
+ * Whether an agent API call is worth another attempt: no answer (a network error, the server restarting), an answer
+ * the server could not give (5xx), or one that says the call may be retried.
+ *
+ * @example
+ * ```ts
+ * if (!isTransientAgentFailure(error)) throw error;
+ * ```
+ */
+export function isTransientAgentFailure(error: unknown): boolean {
+  if (!isComputeError(error)) return true;
+  const details = error.details as { status?: unknown; retryable?: unknown };
+  if (details.retryable === true) return true;
+  return typeof details.status !== 'number' || details.status >= 500;
+}
+
+/**
+ * Sends an agent's report (ack, start, complete, fail, reject) until the control plane has it, as a real agent must: a
+ * result lost with a restarting server would leave its workflow waiting until the command's deadline. Retries back
+ * off from 250 ms to 5 s; a refusal that says the command already reached the reported state counts as delivered, and
+ * any other refusal (or `keepTrying()` turning false) is thrown.
+ *
+ * @example
+ * ```ts
+ * await deliverReport({ send: () => client.ack(id), reached: ['acked', 'running'], keepTrying, wake, log, label });
+ * ```
+ */
+export async function deliverReport(options: DeliverReportOptions): Promise<void> {
+  let delay = 0;
+  for (;;) {
+    try {
+      await options.send();
+      return;
+    } catch (error) {
+      if (isComputeError(error) && error.code === 'INVALID_STATE') {
+        const state = (error.details as { state?: unknown }).state;
+        if (typeof state === 'string' && options.reached.includes(state)) return;
+      }
+      if (!isTransientAgentFailure(error) || !options.keepTrying()) throw error;
+      delay = Math.min(Math.max(delay * 2, FIRST_RETRY_MS), LAST_RETRY_MS);
+      options.log(`${options.label} not delivered, again in ${delay} ms: ${(error as Error).message}`);
+      await sleep(delay, options.wake);
+      if (!options.keepTrying()) throw error;
+    }
+  }
+}

@@ -181,6 +181,8 @@ interface ModeFigures {
 interface MemorySample {
   rssKb: number;
   heapUsedKb: number;
+  /** Memory of Buffers and other objects outside the V8 heap (prom-client's `nodejs_external_memory_bytes`). */
+  externalKb: number;
 }
 
 interface Memory {
@@ -342,7 +344,8 @@ async function sampleMemory(pid: number, metricsUrl: string, ca: string): Promis
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
     const text = await scrape(metricsUrl, ca);
     const heap = Number(/^better_compute_nodejs_heap_size_used_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN);
-    samples.push({ rssKb, heapUsedKb: heap / 1024 });
+    const external = Number(/^better_compute_nodejs_external_memory_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN);
+    samples.push({ rssKb, heapUsedKb: heap / 1024, externalKb: external / 1024 });
     await sleep(500);
   }
   return {
@@ -352,6 +355,10 @@ async function sampleMemory(pid: number, metricsUrl: string, ca: string): Promis
     ),
     heapUsedKb: percentile(
       samples.map((s) => s.heapUsedKb),
+      50,
+    ),
+    externalKb: percentile(
+      samples.map((s) => s.externalKb),
       50,
     ),
   };
@@ -603,7 +610,7 @@ for (const r of results) {
   lines.push(
     '',
     `server memory (${r.mode}): none connected RSS ${fmt(none.rssKb / 1024)} MiB, heap ${fmt(none.heapUsedKb / 1024)} MiB; ${AGENTS} connected (${polling} polls held) RSS ${fmt(connected.rssKb / 1024)} MiB, heap ${fmt(connected.heapUsedKb / 1024)} MiB; after they left RSS ${fmt(after.rssKb / 1024)} MiB, heap ${fmt(after.heapUsedKb / 1024)} MiB`,
-    `per connected agent: RSS ${per(connected, none, 'rssKb')} KB, heap ${per(connected, none, 'heapUsedKb')} KB (over none connected); RSS ${per(connected, after, 'rssKb')} KB, heap ${per(connected, after, 'heapUsedKb')} KB (over after they left)`,
+    `per connected agent: RSS ${per(connected, none, 'rssKb')} KB, heap ${per(connected, none, 'heapUsedKb')} KB, outside the heap ${per(connected, none, 'externalKb')} KB (over none connected); RSS ${per(connected, after, 'rssKb')} KB, heap ${per(connected, after, 'heapUsedKb')} KB (over after they left)`,
   );
 }
 if (bare) {

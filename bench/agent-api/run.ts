@@ -344,7 +344,9 @@ async function sampleMemory(pid: number, metricsUrl: string, ca: string): Promis
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN);
     const text = await scrape(metricsUrl, ca);
     const heap = Number(/^better_compute_nodejs_heap_size_used_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN);
-    const external = Number(/^better_compute_nodejs_external_memory_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN);
+    const external = Number(
+      /^better_compute_nodejs_external_memory_bytes\s+([0-9.e+]+)/m.exec(text)?.[1] ?? Number.NaN,
+    );
     samples.push({ rssKb, heapUsedKb: heap / 1024, externalKb: external / 1024 });
     await sleep(500);
   }

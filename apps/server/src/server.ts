@@ -65,11 +65,13 @@ function closeServer(server: ServerType | undefined): Promise<void> {
  * Node's own limits on receiving a request, for both ports: a client that has not sent its whole request (headers and
  * body) within REQUEST_TIMEOUT_MS is answered 408 and cut off (the headers by then too, Node's default being
  * `min(60 s, requestTimeout)`), checked every second rather than Node's default 30 s. A long poll or an event stream
- * is not affected: the limit ends once the request has arrived.
+ * is not affected: the limit ends once the request has arrived. A connection that has not finished its TLS handshake
+ * within the same limit (at most 10 s) is closed: Node's default of 120 s lets idle sockets pile up.
  */
 const receiveLimits = (config: ServerConfig) => ({
   requestTimeout: config.requestTimeoutMs,
   connectionsCheckingInterval: Math.min(1_000, config.requestTimeoutMs),
+  handshakeTimeout: Math.min(10_000, config.requestTimeoutMs),
 });
 
 const displayHost = (host: string) => (host === '0.0.0.0' || host === '::' ? 'localhost' : host);

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { addMs } from '../clock';
 import { describeFailure } from './backoff';
 import { ClaimNeed } from './claim-need';
@@ -62,6 +63,9 @@ class Worker implements WorkerHandle {
   #stopped: Promise<void> | undefined;
 
   constructor(options: ResolvedWorkerOptions) {
+    // Every item in flight may listen on the stop signal (a step run does, until it ends): as many listeners as the
+    // worker's concurrency, each removed when its item ends, which is no leak for Node to warn about.
+    setMaxListeners(0, this.#stopSignal.signal);
     this.#o = options;
     this.id = options.workerId;
     this.#completions = new CompletionBatcher(options.db, options.clock);

@@ -163,6 +163,39 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       expect(await itemCount()).toBe(0);
     });
 
+    it('lets every item in flight listen on ctx.signal without a listener-leak warning, and stops them all', async () => {
+      const warnings: string[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning.name);
+      process.on('warning', onWarning);
+      let listening = 0;
+      let stoppedEarly = 0;
+      const worker = await start(
+        {
+          wait: async (_key, ctx) => {
+            listening += 1;
+            await new Promise<void>((resolve) =>
+              ctx.signal?.addEventListener('abort', () => resolve(), { once: true }),
+            );
+            stoppedEarly += 1;
+          },
+        },
+        { concurrency: 40 },
+      );
+      try {
+        // Twelve routine items, well inside the worker's room for them. Node warns past ten listeners.
+        for (let i = 0; i < 12; i++) await enqueue('wait', `node_${i}`);
+        await waitFor('12 items in flight', () => listening === 12);
+        await worker.stop();
+        // Warnings are emitted on the next tick.
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(stoppedEarly).toBe(12);
+        expect(warnings.filter((name) => name === 'MaxListenersExceededWarning')).toEqual([]);
+      } finally {
+        process.off('warning', onWarning);
+        await worker.stop();
+      }
+    });
+
     it('fences a worker whose lease was taken: its transaction fails, nothing is committed, the item stays', async () => {
       let release: () => void = () => undefined;
       const gate = new Promise<void>((resolve) => {

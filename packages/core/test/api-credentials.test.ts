@@ -128,6 +128,41 @@ describe('credentials.create', () => {
     expect(created).toMatchObject({ tenantId: 'globex', expiresAt });
   });
 
+  it('never outlives the credential that creates it: no expiry inherits the caller’s, a later one is refused', async () => {
+    const callerExpiry = new Date(clock.now().getTime() + 3_600_000).toISOString();
+    const expiring = await api.credentials.create(acmeAdmin, {
+      tenantId: 'acme',
+      name: 'contractor',
+      permissions: ['compute:credentials:*', 'compute:metal:read'],
+      expiresAt: callerExpiry,
+    });
+    const inherited = await api.credentials.create(expiring.token, {
+      tenantId: 'acme',
+      name: 'contractor ci',
+      permissions: ['compute:metal:read'],
+    });
+    expect(inherited.expiresAt).toBe(callerExpiry);
+    const sooner = new Date(clock.now().getTime() + 60_000).toISOString();
+    const shorter = await api.credentials.create(expiring.token, {
+      tenantId: 'acme',
+      name: 'contractor short',
+      permissions: ['compute:metal:read'],
+      expiresAt: sooner,
+    });
+    expect(shorter.expiresAt).toBe(sooner);
+    const error = await refusal(
+      api.credentials.create(expiring.token, {
+        tenantId: 'acme',
+        name: 'contractor forever',
+        permissions: ['compute:metal:read'],
+        expiresAt: new Date(clock.now().getTime() + 7_200_000).toISOString(),
+      }),
+    );
+    expect([error.code, error.details.path]).toEqual(['PERMISSION_DENIED', ['expiresAt']]);
+    const listed = await api.credentials.list(acmeAdmin, { tenantId: 'acme', limit: 100 });
+    expect(listed.items.map((c) => c.name)).not.toContain('contractor forever');
+  });
+
   it('publishes core.credential.created without the token', async () => {
     const created = await api.credentials.create(acmeAdmin, {
       tenantId: 'acme',

@@ -109,9 +109,31 @@ function parseExpiry(value: string | undefined): Date | undefined {
 }
 
 /**
+ * A credential never outlives the one that created it, as it never holds more: without `expiresAt` it ends when the
+ * caller's does, and a later one is PERMISSION_DENIED at `['expiresAt']`.
+ */
+async function boundedByCaller(tx: SqlExecutor, callerId: string, asked: Date | undefined): Promise<Date | undefined> {
+  const { rows } = await tx.query<{ expires_at: Date | null }>('SELECT expires_at FROM credentials WHERE id = $1', [
+    callerId,
+  ]);
+  const callerExpiry = rows[0]?.expires_at ?? undefined;
+  if (callerExpiry === undefined) return asked;
+  if (asked === undefined) return callerExpiry;
+  if (asked.getTime() > callerExpiry.getTime()) {
+    throw new ComputeError(
+      'PERMISSION_DENIED',
+      `the credential cannot outlive the one creating it, which expires at ${callerExpiry.toISOString()}`,
+      { details: { path: ['expiresAt'], callerExpiresAt: callerExpiry.toISOString() } },
+    );
+  }
+  return asked;
+}
+
+/**
  * The `credentials` API group of the core module: `create` (`compute:credentials:manage`, decided on the tenant)
  * mints a credential of the tenant whose grants are all covered by the caller's own ({@link grantCovers}; otherwise
- * PERMISSION_DENIED at `['permissions', i]`) and answers its token once; `list` (`compute:credentials:read`) shows the
+ * PERMISSION_DENIED at `['permissions', i]`), never outlives the caller's credential (no `expiresAt`: the caller's;
+ * a later one: PERMISSION_DENIED at `['expiresAt']`) and answers its token once; `list` (`compute:credentials:read`) shows the
  * tenant's credentials, newest first, never a token or its hash; `revoke` (`compute:credentials:manage`, decided on the
  * credential) refuses its token from then on. A tenant's credential acts on its own tenant, a root one on any. Each
  * change publishes `core.credential.created` / `core.credential.revoked` (no token in it).
@@ -157,9 +179,10 @@ export function credentialsApi() {
           });
         }
       });
-      const expiresAt = parseExpiry(input.expiresAt);
+      const asked = parseExpiry(input.expiresAt);
       const permissions = [...new Set(input.permissions)];
       return ctx.sql.transaction(async (tx) => {
+        const expiresAt = await boundedByCaller(tx, ctx.principal.credentialId, asked);
         const { id, token } = await createCredential(tx, {
           tenantId: input.tenantId,
           name: input.name,

@@ -1,0 +1,17 @@
+import { PGlite } from '@electric-sql/pglite';
+let t = performance.now();
+const a = await PGlite.create();
+console.log('fresh', (performance.now() - t).toFixed(0));
+const dump = await a.dumpDataDir('none');
+console.log('dump size', dump.size);
+await a.close();
+t = performance.now();
+const b = await PGlite.create({ loadDataDir: dump });
+console.log('from dump', (performance.now() - t).toFixed(0));
+await b.query('select 1');
+t = performance.now();
+const c = await PGlite.create();
+console.log('fresh again', (performance.now() - t).toFixed(0));
+t = performance.now();
+const d = await PGlite.create({ loadDataDir: dump });
+console.log('from dump again', (performance.now() - t).toFixed(0));

@@ -1,4 +1,16 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// Every in-memory PGlite of the suite starts from one empty data directory written on the first start (core's
+// BETTER_COMPUTE_PGLITE_TEMPLATE) instead of running initdb again: most test files make at least one, some one per
+// test. Keyed by PGlite's version, so an upgrade writes a new one.
+const require = createRequire(join(import.meta.dirname, 'packages/core/package.json'));
+const pgliteDir = join(dirname(require.resolve('@electric-sql/pglite')), '..');
+const pgliteVersion = (JSON.parse(readFileSync(join(pgliteDir, 'package.json'), 'utf8')) as { version: string })
+  .version;
+const pgliteTemplate = resolve(import.meta.dirname, `node_modules/.cache/better-compute/pglite-${pgliteVersion}.tar`);
 
 // Tests run on each package's `src` through the `source` export condition; users get `dist`.
 export default defineConfig({
@@ -6,6 +18,7 @@ export default defineConfig({
   ssr: { resolve: { conditions: ['source'], externalConditions: ['source'] } },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'tests/**/*.test.ts', 'apps/*/test/**/*.test.ts'],
+    env: { BETTER_COMPUTE_PGLITE_TEMPLATE: pgliteTemplate },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',

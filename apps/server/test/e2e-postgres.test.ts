@@ -168,8 +168,13 @@ describe.skipIf(url === undefined)('end to end on PostgreSQL, server processes a
     expect(apiServer.adminToken).toBeUndefined();
     // The killed worker's leases expire (15 s) before the new one takes its shards.
     await until('deployed after the restart', allIn('deployed'), 50_000).catch(async (error) => {
+      const views = await Promise.all(nodeIds.map((nodeId) => call('metal.get', { nodeId })));
+      const { rows: failedSteps } = await scratch.db.query(
+        "SELECT workflow_id, step_id, action, state, attempt, error FROM workflow_steps WHERE state = 'failed'",
+      );
       console.log(
-        await states(),
+        views.map((view) => ({ state: view.state, lastError: view.lastError })),
+        JSON.stringify(failedSteps),
         simLog.slice(-20),
         apiServer.stderr().slice(-4000),
         JSON.stringify(site?.commands.slice(-10)),

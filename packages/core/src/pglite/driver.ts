@@ -2,6 +2,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { ComputeError } from '../errors';
 import type { SqlDatabase } from '../sql/executor';
 import { PgliteSession } from './session';
+import { PGLITE_TEMPLATE_ENV, pgliteFromTemplate } from './template';
 
 const INT8 = 20;
 
@@ -43,9 +44,11 @@ function transactionTimeout(options: PgliteDatabaseOptions): number {
 export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}): Promise<SqlDatabase> {
   const limits = { transactionTimeoutMs: transactionTimeout(options) };
   if (options.client) return new PgliteSession(options.client, false, limits);
-  const client = await PGlite.create({
-    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-    parsers: { [INT8]: (value: string) => Number(value) },
-  });
+  const parsers = { [INT8]: (value: string) => Number(value) };
+  const template = process.env[PGLITE_TEMPLATE_ENV];
+  const client =
+    options.dataDir === undefined && template
+      ? await pgliteFromTemplate(template, { parsers })
+      : await PGlite.create({ ...(options.dataDir ? { dataDir: options.dataDir } : {}), parsers });
   return new PgliteSession(client, true, limits);
 }

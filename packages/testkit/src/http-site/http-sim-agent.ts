@@ -274,9 +274,23 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       if (current && http) await http.closeSession().catch(() => undefined);
     },
     poll: () => pollOnce(0),
-    fetchSecret(ref) {
-      if (!http) return Promise.reject(new Error('http sim agent: not joined'));
-      return http.fetchSecret(ref);
+    async fetchSecret(ref) {
+      const client = http;
+      if (!client) throw new Error('http sim agent: not joined');
+      // A secret the command needs is fetched again while the control plane does not answer (a restart), as the
+      // command's report would be: failing the command for it would fail a step that only had to wait.
+      let value: string | undefined;
+      await deliverReport({
+        send: async () => {
+          value = await client.fetchSecret(ref);
+        },
+        reached: [],
+        keepTrying: () => !stopped && http === client,
+        wake,
+        log: options.log,
+        label: `secret ${ref}`,
+      });
+      return value as string;
     },
     start() {
       loop ??= runLoop();

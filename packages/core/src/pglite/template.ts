@@ -20,7 +20,11 @@ export const PGLITE_TEMPLATE_ENV = 'BETTER_COMPUTE_PGLITE_TEMPLATE';
  */
 export async function pgliteFromTemplate(path: string, options: PGliteOptions): Promise<PGlite> {
   const saved = await readFile(path).catch(() => undefined);
-  if (saved) return PGlite.create({ ...options, loadDataDir: new Blob([saved]) });
+  if (saved) {
+    // A template that does not load (another PGlite's, damaged) is written again from a fresh database below.
+    const loaded = await PGlite.create({ ...options, loadDataDir: new Blob([saved]) }).catch(() => undefined);
+    if (loaded) return loaded;
+  }
   const client = await PGlite.create(options);
   try {
     const dump = await client.dumpDataDir('none');

@@ -1,5 +1,5 @@
-import { ComputeError, isComputeError, toComputeError } from '../errors';
-import { SqlError } from '../sql/sql-error';
+import { ComputeError, type ComputeErrorCode, isComputeError, toComputeError } from '../errors';
+import { SqlError, type SqlErrorReason } from '../sql/sql-error';
 
 /**
  * What a failed API call answers: a ComputeError as it is; a database fault as the closed code that says what the
@@ -19,31 +19,47 @@ import { SqlError } from '../sql/sql-error';
  */
 export function apiCallError(thrown: unknown): ComputeError {
   if (isComputeError(thrown)) return thrown;
-  const sql = databaseFault(thrown);
-  if (sql === undefined) return toComputeError(thrown);
-  switch (sql.reason) {
-    case 'connection-lost':
-    case 'closed':
-      return new ComputeError('TIMEOUT', 'the database connection failed during the call; it may have taken effect', {
-        details: { retryable: true, reason: `database-${sql.reason}` },
-        cause: thrown,
-      });
-    case 'serialization-failure':
-    case 'deadlock':
-    case 'lock-not-available':
-      return new ComputeError('CONFLICT', 'the call met a concurrent change and was rolled back; retry it', {
-        details: { retryable: true, reason: `database-${sql.reason}` },
-        cause: thrown,
-      });
-    case 'query-canceled':
-      return new ComputeError('TIMEOUT', 'a database statement of the call ran out of time', {
-        details: { retryable: false, reason: 'database-statement-timeout' },
-        cause: thrown,
-      });
-    default:
-      return toComputeError(thrown);
-  }
+  const fault = databaseFault(thrown);
+  const answer = fault && DATABASE_FAULT_ANSWERS[fault.reason];
+  if (!answer) return toComputeError(thrown);
+  return new ComputeError(answer.code, answer.message, {
+    details: { retryable: answer.retryable, reason: answer.reason ?? `database-${fault.reason}` },
+    cause: thrown,
+  });
 }
+
+interface FaultAnswer {
+  code: ComputeErrorCode;
+  message: string;
+  retryable: boolean;
+  /** `details.reason`; default `database-<the SqlError's reason>`. */
+  reason?: string;
+}
+
+const LOST: FaultAnswer = {
+  code: 'TIMEOUT',
+  message: 'the database connection failed during the call; it may have taken effect',
+  retryable: true,
+};
+const ROLLED_BACK: FaultAnswer = {
+  code: 'CONFLICT',
+  message: 'the call met a concurrent change and was rolled back; retry it',
+  retryable: true,
+};
+
+const DATABASE_FAULT_ANSWERS: Partial<Record<SqlErrorReason, FaultAnswer>> = {
+  'connection-lost': LOST,
+  closed: LOST,
+  'serialization-failure': ROLLED_BACK,
+  deadlock: ROLLED_BACK,
+  'lock-not-available': ROLLED_BACK,
+  'query-canceled': {
+    code: 'TIMEOUT',
+    message: 'a database statement of the call ran out of time',
+    retryable: false,
+    reason: 'database-statement-timeout',
+  },
+};
 
 // A handler may wrap the driver's error (a ComputeError was handled above); one level of cause is looked at.
 function databaseFault(thrown: unknown): SqlError | undefined {

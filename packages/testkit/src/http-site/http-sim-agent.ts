@@ -4,7 +4,7 @@ import type { AgentRole, AgentSession } from '@better-compute/core/kernel';
 import type { AgentCommand } from '@better-compute/pki/agent-api';
 import { createHttpAgent, type HttpAgent, type HttpAgentCertificate } from '../http-agent';
 import type { SimAgent, SimCommandRecord, SimOutcome } from '../metal-sim/sim-agent';
-import { deliverReport } from './report';
+import { deliverReport, untilAnswered } from './report';
 import { createWake, sleep } from './wake';
 
 /** What {@link createHttpSimAgent} takes. */
@@ -223,12 +223,8 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       const client = createHttpAgent({ baseUrl: options.agentUrl, ca: options.ca });
       try {
         // A ramdisk or bcd keeps trying while the control plane does not answer (a restart); a refusal is final.
-        let certificate: HttpAgentCertificate | undefined;
-        await deliverReport({
-          send: async () => {
-            certificate = await client.join(token, claims);
-          },
-          reached: [],
+        const certificate = await untilAnswered({
+          send: () => client.join(token, claims),
           keepTrying: () => !stopped,
           wake,
           log: options.log,
@@ -245,18 +241,13 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
     async connect(role, bootId = randomUUID()) {
       const client = http;
       if (!client) throw new Error('http sim agent: join before connecting');
-      let opened: Awaited<ReturnType<HttpAgent['openSession']>> | undefined;
-      await deliverReport({
-        send: async () => {
-          opened = await client.openSession(role, bootId);
-        },
-        reached: [],
+      const opened = await untilAnswered({
+        send: () => client.openSession(role, bootId),
         keepTrying: () => !stopped && http === client,
         wake,
         log: options.log,
         label: `open ${role} session`,
       });
-      if (!opened) throw new Error('http sim agent: no session opened');
       session = {
         id: opened.sessionId,
         nodeId: opened.nodeId,
@@ -279,18 +270,13 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       if (!client) throw new Error('http sim agent: not joined');
       // A secret the command needs is fetched again while the control plane does not answer (a restart), as the
       // command's report would be: failing the command for it would fail a step that only had to wait.
-      let value: string | undefined;
-      await deliverReport({
-        send: async () => {
-          value = await client.fetchSecret(ref);
-        },
-        reached: [],
+      return untilAnswered({
+        send: () => client.fetchSecret(ref),
         keepTrying: () => !stopped && http === client,
         wake,
         log: options.log,
         label: `secret ${ref}`,
       });
-      return value as string;
     },
     start() {
       loop ??= runLoop();

@@ -35,11 +35,24 @@ export async function tempDir(prefix = 'bc-server-'): Promise<{ path: string; re
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
+/**
+ * The minimal environment a server or CLI child starts with: PATH, HOME and, when the test runner set one, the PGlite
+ * template a new data directory starts from (core's BETTER_COMPUTE_PGLITE_TEMPLATE: 1 s instead of 3.5 for initdb).
+ */
+export function childEnvironment(): Record<string, string> {
+  const template = process.env.BETTER_COMPUTE_PGLITE_TEMPLATE;
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/tmp',
+    ...(template ? { BETTER_COMPUTE_PGLITE_TEMPLATE: template } : {}),
+  };
+}
+
 /** Spawns the server with `env` on top of a minimal environment and `args` as its flags; does not wait. */
 export function spawnServer(env: Record<string, string>, args: string[] = []) {
   const child = spawn(process.execPath, [...SERVER_ARGS, ...args], {
     cwd: SERVER_DIR,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    env: { ...childEnvironment(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -63,6 +63,10 @@ export async function startServer(dataDir: string, env: Record<string, string> =
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/tmp',
+      // A new data directory starts from the test runner's PGlite template (core's), not from initdb.
+      ...(process.env.BETTER_COMPUTE_PGLITE_TEMPLATE
+        ? { BETTER_COMPUTE_PGLITE_TEMPLATE: process.env.BETTER_COMPUTE_PGLITE_TEMPLATE }
+        : {}),
       DATA_DIR: dataDir,
       PORT: '0',
       AGENT_PORT: '0',

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { ComputeError } from '../errors';
 import type { SqlDatabase } from '../sql/executor';
@@ -46,9 +48,12 @@ export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}):
   if (options.client) return new PgliteSession(options.client, false, limits);
   const parsers = { [INT8]: (value: string) => Number(value) };
   const template = process.env[PGLITE_TEMPLATE_ENV];
+  const dataDir = options.dataDir ? { dataDir: options.dataDir } : {};
+  // The template only ever makes a new database: a data directory that holds one is opened as it is.
+  const isNew = options.dataDir === undefined || !existsSync(join(options.dataDir, 'PG_VERSION'));
   const client =
-    options.dataDir === undefined && template
-      ? await pgliteFromTemplate(template, { parsers })
-      : await PGlite.create({ ...(options.dataDir ? { dataDir: options.dataDir } : {}), parsers });
+    template && isNew
+      ? await pgliteFromTemplate(template, { ...dataDir, parsers })
+      : await PGlite.create({ ...dataDir, parsers });
   return new PgliteSession(client, true, limits);
 }

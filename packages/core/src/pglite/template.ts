@@ -4,13 +4,14 @@ import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 
 /**
  * The environment variable naming a file that holds a fresh, empty PGlite data directory (a tarball of
- * `dumpDataDir`). Set (a test runner sets it), every in-memory database starts from that file instead of running
- * initdb again: about a quarter of the start-up time. The first start writes it when it is missing.
+ * `dumpDataDir`). Set (a test runner sets it), every new database, in memory or in a data directory that holds none
+ * yet, starts from that file instead of running initdb again (in memory 1 s less; in a data directory 1 s instead of
+ * 3.5). The first start writes it when it is missing.
  */
 export const PGLITE_TEMPLATE_ENV = 'BETTER_COMPUTE_PGLITE_TEMPLATE';
 
 /**
- * Starts an in-memory PGlite from the template file of {@link PGLITE_TEMPLATE_ENV}, writing the file first from a
+ * Starts a new PGlite (in memory, or in `options.dataDir`) from the template file of {@link PGLITE_TEMPLATE_ENV}, writing the file first from a
  * fresh database when it is not there yet (written beside it and renamed, so a concurrent reader never sees half).
  *
  * @example

@@ -7,7 +7,7 @@ import { createPgliteDatabase } from '../../src/pglite';
 import { PGLITE_TEMPLATE_ENV } from '../../src/pglite/template';
 
 // BETTER_COMPUTE_PGLITE_TEMPLATE: in-memory databases start from one empty data directory written by the first.
-describe('an in-memory PGlite started from a template file', () => {
+describe('a PGlite started from a template file', () => {
   let dir: string;
   const before = process.env[PGLITE_TEMPLATE_ENV];
 
@@ -41,6 +41,34 @@ describe('an in-memory PGlite started from a template file', () => {
       expect(await tables(third)).toBe(0);
     } finally {
       await Promise.all([first.close(), second.close(), third.close()]);
+    }
+  });
+
+  it('starts a new data directory from the template, keeps what is written there, and opens an existing one as it is', async () => {
+    const path = join(dir, 'for-data-dirs.tar');
+    process.env[PGLITE_TEMPLATE_ENV] = path;
+    const dataDir = join(dir, 'data');
+    const first = await createPgliteDatabase({ dataDir });
+    expect(existsSync(path)).toBe(true);
+    expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(true);
+    await first.query('CREATE TABLE kept (n int)');
+    await first.query('INSERT INTO kept VALUES (7)');
+    await first.close();
+    // Reopened: the template is not laid over the database the directory holds.
+    const again = await createPgliteDatabase({ dataDir });
+    try {
+      expect((await again.query('SELECT n FROM kept')).rows).toEqual([{ n: 7 }]);
+    } finally {
+      await again.close();
+    }
+    // Another new directory starts empty from the template, which the first start wrote.
+    const other = await createPgliteDatabase({ dataDir: join(dir, 'other') });
+    try {
+      expect((await other.query("SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'kept'")).rows).toEqual([
+        { n: 0 },
+      ]);
+    } finally {
+      await other.close();
     }
   });
 });

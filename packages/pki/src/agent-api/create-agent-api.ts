@@ -1,6 +1,7 @@
 import { type Clock, type Compute, ComputeError, isComputeError, type Logger } from '@better-compute/core';
 import { readJsonBody } from '@better-compute/core/kernel';
 import type { Pki } from '../pki';
+import { type CheckedCertificates, createCheckedCertificates } from './checked-certificates';
 import { COMMAND_METHODS } from './command-methods';
 import { createCommandWaiters } from './command-waiters';
 import type { AgentApiContext, AgentCaller, AgentMethod } from './context';
@@ -94,13 +95,13 @@ function unauthenticated(message: string, reason: 'certificate-missing' | 'certi
   return new ComputeError('UNAUTHENTICATED', message, { details: { path: ['certificate'], reason } });
 }
 
-async function authenticate(ctx: AgentApiContext, peer: AgentPeer): Promise<AgentCaller> {
+async function authenticate(certificates: CheckedCertificates, peer: AgentPeer): Promise<AgentCaller> {
   const pem = peer?.certificatePem;
   if (typeof pem !== 'string' || pem.trim() === '') {
     throw unauthenticated('this method needs a client certificate', 'certificate-missing');
   }
   try {
-    const verified = await ctx.pki.verifyAgentCertificate(ctx.compute.database, pem);
+    const verified = await certificates.verify(pem);
     return { ...verified, certificatePem: pem };
   } catch (error) {
     if (isComputeError(error, 'UNAUTHENTICATED')) throw error;
@@ -114,7 +115,9 @@ async function authenticate(ctx: AgentApiContext, peer: AgentPeer): Promise<Agen
  * The agent API as a transport-independent handler: `POST /agent/v1/<method>` with a JSON body answers 200 with JSON.
  * `join` needs no certificate; every other method needs a client certificate `pki.verifyAgentCertificate` accepts
  * (none is 401 UNAUTHENTICATED `certificate-missing`; another CA's, an expired, revoked or superseded one is 401 with
- * pki's `details.reason`), and acts only as the node the certificate names. Errors answer `{ code, message, details }`
+ * pki's `details.reason`), and acts only as the node the certificate names. A certificate's check is remembered
+ * while its agent calls (no statement per call): a revocation, by this server or another, is refused once its NOTIFY
+ * arrives, and a remembered check is redone after 60 s in any case (`createCheckedCertificates`). Errors answer `{ code, message, details }`
  * with core's `HTTP_STATUS_BY_CODE`: an unknown method 404, another HTTP method 405, a malformed, mistyped or too large
  * body 400 INVALID_INPUT with `details.path`. Any authenticated call touches the node's open session (at most every
  * 5 s). `commands.poll` holds the request up to `min(waitMs, longPollMaxMs)` and answers as soon as a command for the
@@ -150,6 +153,12 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
   const recheckMs = positiveInteger(options.recheckMs, DEFAULT_LONG_POLL_RECHECK_MS, 3_600_000, 'recheckMs');
   const limit = positiveInteger(options.maxBodyBytes, DEFAULT_AGENT_MAX_BODY_BYTES, 2 ** 31 - 1, 'maxBodyBytes');
   const waiters = createCommandWaiters(compute.database, log);
+  const certificates = createCheckedCertificates(
+    compute.database,
+    (pem) => options.pki.verifyAgentCertificate(compute.database, pem),
+    clock,
+    log,
+  );
   const ctx: AgentApiContext = {
     compute,
     pki: options.pki,
@@ -178,7 +187,8 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
         return errorResponse(notAllowed, { allow: 'POST' }, 405);
       }
       // The certificate is checked before the body is read.
-      const caller = method.authenticated ? await authenticate(ctx, peer) : undefined;
+      if (method.authenticated) await certificates.listen();
+      const caller = method.authenticated ? await authenticate(certificates, peer) : undefined;
       const body = await readJsonBody(request, limit);
       if (caller && !name.startsWith('sessions.')) await ctx.sessions.touch(caller.nodeId);
       const result = await method.run(ctx, { body, caller, signal: request.signal });
@@ -191,5 +201,11 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
     }
   }
 
-  return { handle, waiting: () => waiters.count(), close: () => waiters.close() };
+  return {
+    handle,
+    waiting: () => waiters.count(),
+    close: async () => {
+      await Promise.all([waiters.close(), certificates.close()]);
+    },
+  };
 }

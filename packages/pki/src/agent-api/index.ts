@@ -1,3 +1,4 @@
+export { CERTIFICATES_CHANNEL, CHECKED_CERTIFICATE_TTL_MS } from './checked-certificates';
 export { type AgentCommand, agentCommand } from './command-methods';
 export type { AgentCaller } from './context';
 export {

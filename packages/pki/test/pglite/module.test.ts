@@ -21,6 +21,7 @@ describe('pki()', () => {
     expect((await readMigrationFolder(pkiMigrationsFolder)).map((m) => m.name)).toEqual([
       '0000_init',
       '0001_batch_rejection',
+      '0002_certificate_changes_notify',
     ]);
     expect(typeof service.module.commandPolicy).toBe('function');
   });

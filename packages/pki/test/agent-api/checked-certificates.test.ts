@@ -1,25 +1,13 @@
 import type { SqlDatabase } from '@better-compute/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKeyPair } from '../../src';
 import { CHECKED_CERTIFICATE_TTL_MS, createCheckedCertificates } from '../../src/agent-api/checked-certificates';
 import { type Scratch, scratchPglite, scratchPostgres, TEST_DATABASE_URL } from '../support/database';
 import { computeErrorOf } from '../support/errors';
-import { createHarness, type Harness, issueTracked } from '../support/harness';
+import { createHarness, type Harness, joinNewAgent } from '../support/harness';
 
 // The agent API remembers a certificate's check between an agent's calls. What must still hold: a revocation (here or
 // by another server, on another connection), an expiry under the clock, a change of the certificate's row while it is
 // being checked, and a lost LISTEN connection each end the remembering.
-
-async function joinNew(h: Harness) {
-  const { token } = await issueTracked(h, {
-    tenantId: 'acme',
-    role: 'discovery',
-    siteId: 'site_acme',
-    ttlSeconds: 600,
-  });
-  const key = generateSigningKeyPair('es256');
-  return h.scratch.db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key.publicJwk }));
-}
 
 /** Waits (up to 5 s) until `done` holds: a notification on PostgreSQL reaches the listener after the commit returns. */
 async function eventually(done: () => boolean): Promise<void> {
@@ -54,7 +42,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
       const certificates = memory();
       try {
         await certificates.listen();
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         const before = checks;
         for (let i = 0; i < 5; i += 1) {
           expect((await certificates.verify(joined.certificatePem)).nodeId).toBe(joined.nodeId);
@@ -76,7 +64,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
       const certificates = memory();
       try {
         await certificates.listen();
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         await certificates.verify(joined.certificatePem);
         h.clock.advance(3600_000);
         try {
@@ -95,7 +83,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
       const gate = new Promise<void>((resolve) => {
         release = resolve;
       });
-      const joined = await joinNew(h);
+      const joined = await joinNewAgent(h);
       const certificates = createCheckedCertificates(
         h.scratch.db,
         async (pem) => {
@@ -122,7 +110,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
     it('remembers nothing until it listens', async () => {
       const certificates = memory();
       try {
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         await certificates.verify(joined.certificatePem);
         expect(certificates.size()).toBe(0);
       } finally {
@@ -134,7 +122,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
       const certificates = memory();
       try {
         await certificates.listen();
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         await certificates.verify(joined.certificatePem);
         expect(certificates.size()).toBe(1);
         await other(h.scratch).query('UPDATE pki_ca SET created_at = created_at');
@@ -149,7 +137,7 @@ function suite(name: string, open: () => Promise<Scratch>, other: (scratch: Scra
       const realNow = performance.now.bind(performance);
       try {
         await certificates.listen();
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         await certificates.verify(joined.certificatePem);
         const before = checks;
         performance.now = () => realNow() + CHECKED_CERTIFICATE_TTL_MS;
@@ -185,7 +173,7 @@ if (TEST_DATABASE_URL) {
       );
       try {
         await certificates.listen();
-        const joined = await joinNew(h);
+        const joined = await joinNewAgent(h);
         await certificates.verify(joined.certificatePem);
         expect(certificates.size()).toBe(1);
         const { rows } = await h.scratch.db.query<{ pid: number }>(

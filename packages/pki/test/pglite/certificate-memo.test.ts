@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKeyPair } from '../../src';
 import { scratchPglite } from '../support/database';
 import { computeErrorOf } from '../support/errors';
-import { createHarness, type Harness, issueTracked } from '../support/harness';
+import { createHarness, type Harness, joinNewAgent } from '../support/harness';
 
 // verifyAgentCertificate remembers the parse and the CA's signature check of certificates it has verified; what the
 // database and the clock decide must still be decided on every call.
@@ -14,20 +13,9 @@ beforeAll(async () => {
 });
 afterAll(() => h.scratch.drop());
 
-async function joinNew(harness: Harness) {
-  const { token } = await issueTracked(harness, {
-    tenantId: 'acme',
-    role: 'discovery',
-    siteId: 'site_acme',
-    ttlSeconds: 600,
-  });
-  const key = generateSigningKeyPair('es256');
-  return harness.scratch.db.transaction((tx) => harness.pki.joinAgent(tx, { token, publicKey: key.publicJwk }));
-}
-
 describe('a certificate verified before', () => {
   it('is refused once revoked', async () => {
-    const joined = await joinNew(h);
+    const joined = await joinNewAgent(h);
     expect((await h.pki.verifyAgentCertificate(h.scratch.db, joined.certificatePem)).nodeId).toBe(joined.nodeId);
     await h.scratch.db.transaction((tx) => h.pki.revokeCertificate(tx, joined.serial, 'key-compromise'));
     const error = await computeErrorOf(
@@ -38,7 +26,7 @@ describe('a certificate verified before', () => {
   });
 
   it('is refused once expired under the clock, and accepted again before', async () => {
-    const joined = await joinNew(h);
+    const joined = await joinNewAgent(h);
     await h.pki.verifyAgentCertificate(h.scratch.db, joined.certificatePem);
     h.clock.advance(3600_000);
     try {
@@ -54,7 +42,7 @@ describe('a certificate verified before', () => {
   });
 
   it('is refused when its row no longer matches (not issued here)', async () => {
-    const joined = await joinNew(h);
+    const joined = await joinNewAgent(h);
     await h.pki.verifyAgentCertificate(h.scratch.db, joined.certificatePem);
     await h.scratch.db.query('DELETE FROM pki_certificates WHERE serial = $1', [joined.serial]);
     const error = await computeErrorOf(
@@ -67,7 +55,7 @@ describe('a certificate verified before', () => {
   it('by another CA is untrusted here, and stays trusted there', async () => {
     const other = await createHarness(await scratchPglite());
     try {
-      const foreign = await joinNew(other);
+      const foreign = await joinNewAgent(other);
       expect((await other.pki.verifyAgentCertificate(other.scratch.db, foreign.certificatePem)).nodeId).toBe(
         foreign.nodeId,
       );

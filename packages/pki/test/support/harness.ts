@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type Pki, type PkiOptions, pki } from '../../src';
+import { generateSigningKeyPair, type Pki, type PkiOptions, pki } from '../../src';
 import {
   type FakeClock,
   fakeClock,
@@ -38,4 +38,16 @@ export async function issueTracked(
   const issued = await h.scratch.db.transaction((tx) => h.pki.issueJoinToken(tx, input));
   h.plaintexts.push(issued.token, issued.token.split('.')[1] ?? issued.token);
   return issued;
+}
+
+/** Joins a new discovery agent of tenant `acme` at `site_acme` through pki directly (a token, then the join). */
+export async function joinNewAgent(h: Harness) {
+  const { token } = await issueTracked(h, {
+    tenantId: 'acme',
+    role: 'discovery',
+    siteId: 'site_acme',
+    ttlSeconds: 600,
+  });
+  const key = generateSigningKeyPair('es256');
+  return h.scratch.db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key.publicJwk }));
 }

@@ -120,7 +120,7 @@ async function authenticate(certificates: CheckedCertificates, peer: AgentPeer):
  * arrives, and a remembered check is redone after 60 s in any case (`createCheckedCertificates`). Errors answer `{ code, message, details }`
  * with core's `HTTP_STATUS_BY_CODE`: an unknown method 404, another HTTP method 405, a malformed, mistyped or too large
  * body 400 INVALID_INPUT with `details.path`. Any authenticated call touches the node's open session (at most every
- * 5 s). `commands.poll` holds the request up to `min(waitMs, longPollMaxMs)` and answers as soon as a command for the
+ * 15 s). `commands.poll` holds the request up to `min(waitMs, longPollMaxMs)` and answers as soon as a command for the
  * node is enqueued (LISTEN on `bc_commands`, re-checking every `recheckMs` regardless). The server terminating TLS
  * passes the client certificate it saw (requested, not required) as `peer.certificatePem`.
  *

@@ -8,14 +8,15 @@ import {
 } from '@better-compute/core/kernel';
 
 /**
- * How often at most an authenticated call touches its node's open session (by the clock): every 5 s.
+ * How often at most an authenticated call touches its node's open session (by the clock): every 15 s, a quarter of
+ * core's 60 s after which a session is stale.
  *
  * @example
  * ```ts
  * clock.advance(SESSION_TOUCH_EVERY_MS); // the next call touches the session
  * ```
  */
-export const SESSION_TOUCH_EVERY_MS = 5_000;
+export const SESSION_TOUCH_EVERY_MS = 15_000;
 
 /** The agent API's view of each node's open session: opened, closed and touched through core's agent sessions. */
 export interface SessionKeeper {

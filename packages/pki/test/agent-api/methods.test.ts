@@ -2,8 +2,8 @@ import { X509Certificate } from 'node:crypto';
 import { getNode } from '@better-compute/core/nodes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair, signToBase64Url } from '../../src';
-import { type AgentHarness, createAgentHarness, type JoinedAgent, leaked } from './agent-harness';
 import { SESSION_TOUCH_EVERY_MS } from '../../src/agent-api';
+import { type AgentHarness, createAgentHarness, type JoinedAgent, leaked } from './agent-harness';
 
 let h: AgentHarness;
 let agent: JoinedAgent;

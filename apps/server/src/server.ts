@@ -5,7 +5,7 @@ import type { Compute, RunningWorker } from '@better-compute/core';
 import { createAgentApi } from '@better-compute/pki/agent-api';
 import { createAdaptorServer, type ServerType } from '@hono/node-server';
 import { ensureRootAdmin } from './admin';
-import { createAgentApp } from './agent-server';
+import { createAgentRequestListener } from './agent-server';
 import { composeCompute } from './compose';
 import type { ServerConfig } from './config';
 import { createEventStreams } from './events-sse';
@@ -147,10 +147,8 @@ export async function startServer(config: ServerConfig, log: ServerLogger): Prom
     let agentPort: number | undefined;
     if (servesApi) {
       agentApi = createAgentApi({ compute, pki: security, log: compute.context.log });
-      agent = createAdaptorServer({
-        fetch: createAgentApp({ agentApi, log, metrics }).fetch,
-        createServer: createHttpsServer,
-        serverOptions: {
+      agent = createHttpsServer(
+        {
           ...receiveLimits(config),
           cert: tls.cert,
           key: tls.key,
@@ -158,7 +156,8 @@ export async function startServer(config: ServerConfig, log: ServerLogger): Prom
           requestCert: true,
           rejectUnauthorized: false,
         },
-      });
+        createAgentRequestListener({ agentApi, log, metrics }),
+      );
       agentPort = await listen(agent, config.agentPort, config.host);
     }
     if (runsWorkers) {

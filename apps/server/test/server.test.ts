@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { generateSigningKeyPair } from '@better-compute/pki';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -253,6 +254,34 @@ describe('the agent API on the agent port', () => {
     expect(session.json()).toMatchObject({ nodeId: joined.json().nodeId, role: 'site' });
     const metrics = await call(`${server.apiUrl}/metrics`, { ca: server.ca });
     expect(metrics.text).toContain('better_compute_agents_connected{role="site"} 1');
+
+    // The request id: a plain one the agent sends is kept and echoed, anything else is replaced.
+    const agentTls = { ca: server.ca, cert: certificatePem, key: key.privateKeyPem };
+    const spec = (requestId: string) =>
+      call(`${server.agentUrl}/agent/v1/spec.get`, {
+        method: 'POST',
+        headers: { 'x-request-id': requestId },
+        ...agentTls,
+      });
+    expect((await spec('agent-req-1')).headers['x-request-id']).toBe('agent-req-1');
+    expect((await spec('no spaces or "quotes"')).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+
+    // A held poll whose agent goes away stops waiting then, not at its 20 s bound: its request line is logged at once.
+    const held = httpsRequest(`${server.agentUrl}/agent/v1/commands.poll`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'held-poll-gone' },
+      ...agentTls,
+    });
+    held.on('error', () => undefined);
+    held.end(JSON.stringify({ waitMs: 20_000 }));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(server.stderr()).not.toContain('"reqId":"held-poll-gone"');
+    held.destroy();
+    const until = Date.now() + 5_000;
+    while (!server.stderr().includes('"reqId":"held-poll-gone"') && Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(server.stderr()).toContain('"reqId":"held-poll-gone"');
   });
 });
 

@@ -36,15 +36,56 @@ function errorResponse(thrown: unknown, headers: Record<string, string> = {}, st
   return json(status, body, { ...extra, ...headers });
 }
 
-function tooLarge(limit: number): ComputeError {
+/**
+ * The INVALID_INPUT of a body larger than `limit` bytes (`details.reason` `body-too-large`, `details.limitBytes`).
+ *
+ * @example
+ * ```ts
+ * if (Number(request.headers['content-length']) > limit) throw bodyTooLargeError(limit);
+ * ```
+ */
+export function bodyTooLargeError(limit: number): ComputeError {
   return new ComputeError('INVALID_INPUT', `the request body is larger than ${limit} bytes`, {
     details: { path: [], reason: 'body-too-large', limitBytes: limit },
   });
 }
 
-function malformed(message = 'the request body is not valid JSON'): ComputeError {
+/**
+ * The INVALID_INPUT of a body that is not JSON, not UTF-8 or cut short (`details.reason` `malformed-json`).
+ *
+ * @example
+ * ```ts
+ * request.on('aborted', () => reject(malformedBodyError('the request body ended before it was complete')));
+ * ```
+ */
+export function malformedBodyError(message = 'the request body is not valid JSON'): ComputeError {
   // The parser's message is not copied: it quotes the body.
   return new ComputeError('INVALID_INPUT', message, { details: { path: [], reason: 'malformed-json' } });
+}
+
+/**
+ * Parses a request body read whole: not UTF-8 or not JSON is INVALID_INPUT `malformed-json`; an empty body is `{}`,
+ * so methods whose fields are all optional need no body. What {@link readJsonBody} does once the bytes are in, for a
+ * transport that reads them itself (the server's agent port reads Node's request stream).
+ *
+ * @example
+ * ```ts
+ * const body = parseJsonBody(Buffer.concat(chunks));
+ * ```
+ */
+export function parseJsonBody(bytes: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw malformedBodyError();
+  }
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw malformedBodyError();
+  }
 }
 
 /**
@@ -59,7 +100,7 @@ function malformed(message = 'the request body is not valid JSON'): ComputeError
  */
 export async function readJsonBody(request: Request, limit: number): Promise<unknown> {
   const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > limit) throw tooLarge(limit);
+  if (declared !== null && Number(declared) > limit) throw bodyTooLargeError(limit);
   const chunks: Uint8Array[] = [];
   let total = 0;
   if (request.body) {
@@ -67,30 +108,18 @@ export async function readJsonBody(request: Request, limit: number): Promise<unk
     for (;;) {
       // A client that goes away or breaks its chunked encoding mid-body sent no complete JSON: its mistake, not ours.
       const { done, value } = await reader.read().catch(() => {
-        throw malformed('the request body ended before it was complete');
+        throw malformedBodyError('the request body ended before it was complete');
       });
       if (done) break;
       total += value.byteLength;
       if (total > limit) {
         await reader.cancel().catch(() => undefined);
-        throw tooLarge(limit);
+        throw bodyTooLargeError(limit);
       }
       chunks.push(value);
     }
   }
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-  } catch {
-    throw malformed();
-  }
-  // An empty body is an empty object, so methods whose fields are all optional need no body.
-  if (text.trim() === '') return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw malformed();
-  }
+  return parseJsonBody(Buffer.concat(chunks));
 }
 
 /**

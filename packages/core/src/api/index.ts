@@ -22,7 +22,13 @@ export {
   runFindings,
 } from './doctor-api';
 export { type ApiEvent, type ApiEventsPage, type EventsApi, eventsApi } from './events-api';
-export { createFetchHandler, readJsonBody } from './fetch-handler';
+export {
+  bodyTooLargeError,
+  createFetchHandler,
+  malformedBodyError,
+  parseJsonBody,
+  readJsonBody,
+} from './fetch-handler';
 export { createOpenApiDocument, inputJsonSchema } from './openapi';
 export { grantsPermission, isApiPermission, isPermissionGrant, ROOT_TENANT_ID } from './permissions';
 export { COMPUTE_NODE, COMPUTE_TENANT, resolveNodeResource, resolveTenantResource } from './resources';

@@ -24,10 +24,13 @@ export {
 export {
   apiCallError,
   authenticate,
+  bodyTooLargeError,
   createOpenApiDocument,
   grantsPermission,
   inputJsonSchema,
   listApiMethods,
+  malformedBodyError,
+  parseJsonBody,
   readJsonBody,
 } from '../api';
 export { addMs, systemClock } from '../clock';

@@ -5,7 +5,7 @@ import { type CheckedCertificates, createCheckedCertificates } from './checked-c
 import { COMMAND_METHODS } from './command-methods';
 import { createCommandWaiters } from './command-waiters';
 import type { AgentApiContext, AgentCaller, AgentMethod } from './context';
-import { DEFAULT_AGENT_MAX_BODY_BYTES, errorResponse, jsonResponse } from './http';
+import { type AgentAnswer, DEFAULT_AGENT_MAX_BODY_BYTES, errorAnswer, jsonAnswer } from './http';
 import { NODE_METHODS } from './node-methods';
 import { createSessionKeeper } from './session-keeper';
 
@@ -69,10 +69,33 @@ export interface AgentPeer {
   certificatePem?: string;
 }
 
+/**
+ * One request to the agent API as a transport hands it over without building a fetch `Request`: the HTTP method, the
+ * URL's path, a reader of its JSON body and a signal aborted when the client goes away.
+ */
+export interface AgentRequest {
+  /** The HTTP method (`POST` for every method). */
+  method: string;
+  /** The URL's path, without the query: `/agent/v1/commands.poll`. */
+  path: string;
+  /**
+   * Reads the body, at most `limit` bytes, and parses it as core's `parseJsonBody` does. Too large is core's
+   * `bodyTooLargeError(limit)`, cut short or not JSON `malformedBodyError()`. Called once, after the certificate check.
+   */
+  readJson(limit: number): Promise<unknown>;
+  /** Aborted when the client goes away (a held poll then stops waiting). */
+  signal: AbortSignal;
+}
+
 /** What {@link createAgentApi} returns. */
 export interface AgentApi {
-  /** Answers one request; never throws (errors are `{ code, message, details }` answers). */
+  /** Answers one fetch `Request`; never throws (errors are `{ code, message, details }` answers). */
   handle(request: Request, peer: AgentPeer): Promise<Response>;
+  /**
+   * Answers one request as plain data, for a server that reads and writes Node's own request objects (fewer objects
+   * per request than a fetch `Request` and `Response`); never throws.
+   */
+  answer(request: AgentRequest, peer: AgentPeer): Promise<AgentAnswer>;
   /** How many long polls are waiting now. */
   waiting(): number;
   /** Stops listening and answers every held poll at once. */
@@ -170,13 +193,13 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
     sessions: createSessionKeeper(compute.database, clock, log),
   };
 
-  async function handle(request: Request, peer: AgentPeer): Promise<Response> {
+  async function answer(request: AgentRequest, peer: AgentPeer): Promise<AgentAnswer> {
     try {
-      const { pathname } = new URL(request.url);
-      const name = pathname.startsWith(`${AGENT_API_BASE_PATH}/`) ? pathname.slice(AGENT_API_BASE_PATH.length + 1) : '';
+      const { path } = request;
+      const name = path.startsWith(`${AGENT_API_BASE_PATH}/`) ? path.slice(AGENT_API_BASE_PATH.length + 1) : '';
       const method = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
       if (!method) {
-        return errorResponse(
+        return errorAnswer(
           new ComputeError('NOT_FOUND', 'no such agent API method', { details: { path: ['method'] } }),
         );
       }
@@ -184,25 +207,45 @@ export function createAgentApi(options: AgentApiOptions): AgentApi {
         const notAllowed = new ComputeError('INVALID_INPUT', 'agent API methods are called with POST', {
           details: { path: [], reason: 'method-not-allowed', allow: ['POST'] },
         });
-        return errorResponse(notAllowed, { allow: 'POST' }, 405);
+        return errorAnswer(notAllowed, { allow: 'POST' }, 405);
       }
       // The certificate is checked before the body is read.
       if (method.authenticated) await certificates.listen();
       const caller = method.authenticated ? await authenticate(certificates, peer) : undefined;
-      const body = await readJsonBody(request, limit);
+      const body = await request.readJson(limit);
       if (caller && !name.startsWith('sessions.')) await ctx.sessions.touch(caller.nodeId);
       const result = await method.run(ctx, { body, caller, signal: request.signal });
-      return jsonResponse(200, result);
+      return jsonAnswer(200, result);
     } catch (error) {
       if (!isComputeError(error)) {
         log.error('agent API: a call failed', { error: error instanceof Error ? error.message : String(error) });
       }
-      return errorResponse(error);
+      return errorAnswer(error);
     }
+  }
+
+  async function handle(request: Request, peer: AgentPeer): Promise<Response> {
+    let path: string;
+    try {
+      path = new URL(request.url).pathname;
+    } catch {
+      path = '';
+    }
+    const answered = await answer(
+      {
+        method: request.method,
+        path,
+        readJson: (bodyLimit) => readJsonBody(request, bodyLimit),
+        signal: request.signal,
+      },
+      peer,
+    );
+    return new Response(answered.body, { status: answered.status, headers: answered.headers });
   }
 
   return {
     handle,
+    answer,
     waiting: () => waiters.count(),
     close: async () => {
       await Promise.all([waiters.close(), certificates.close()]);

@@ -12,18 +12,29 @@ import { apiCallError } from '@better-compute/core/kernel';
 export const DEFAULT_AGENT_MAX_BODY_BYTES = 1024 * 1024;
 
 /**
+ * One answer of the agent API as plain data, for whichever transport writes it: the status, the headers (lower-case
+ * names) and the JSON text of the body.
+ */
+export interface AgentAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
  * A JSON answer, never cached (answers carry certificates and secret values).
  *
  * @example
  * ```ts
- * return jsonResponse(200, { commands: [] });
+ * return jsonAnswer(200, { commands: [] });
  * ```
  */
-export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body === undefined ? null : body), {
+export function jsonAnswer(status: number, body: unknown, headers: Record<string, string> = {}): AgentAnswer {
+  return {
     status,
     headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
-  });
+    body: JSON.stringify(body === undefined ? null : body),
+  };
 }
 
 /**
@@ -33,10 +44,10 @@ export function jsonResponse(status: number, body: unknown, headers: Record<stri
  *
  * @example
  * ```ts
- * return errorResponse(new ComputeError('NOT_FOUND', 'no such agent API method'));
+ * return errorAnswer(new ComputeError('NOT_FOUND', 'no such agent API method'));
  * ```
  */
-export function errorResponse(thrown: unknown, headers: Record<string, string> = {}, status?: number): Response {
+export function errorAnswer(thrown: unknown, headers: Record<string, string> = {}, status?: number): AgentAnswer {
   const error = apiCallError(thrown);
   let body: unknown;
   try {
@@ -44,5 +55,5 @@ export function errorResponse(thrown: unknown, headers: Record<string, string> =
   } catch {
     body = { code: error.code, message: error.message, details: {} };
   }
-  return jsonResponse(status ?? HTTP_STATUS_BY_CODE[error.code] ?? 500, body, headers);
+  return jsonAnswer(status ?? HTTP_STATUS_BY_CODE[error.code] ?? 500, body, headers);
 }

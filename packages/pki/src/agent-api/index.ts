@@ -6,11 +6,13 @@ export {
   type AgentApi,
   type AgentApiOptions,
   type AgentPeer,
+  type AgentRequest,
   createAgentApi,
   DEFAULT_LONG_POLL_MAX_MS,
   DEFAULT_LONG_POLL_RECHECK_MS,
   MAX_LONG_POLL_MAX_MS,
 } from './create-agent-api';
+export type { AgentAnswer } from './http';
 export { INVENTORY_REPORTED_EVENT } from './node-methods';
 export { SESSION_TOUCH_EVERY_MS } from './session-keeper';
 export { type AttestedInput, MAX_INVENTORY_BYTES } from './validate';

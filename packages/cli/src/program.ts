@@ -435,7 +435,11 @@ export function buildProgram(): Command {
       .option('-f, --follow', 'keep streaming new events')
       .option('--type <type>', 'only this event type (repeat)', collect)
       .option('--subject <prefix>', 'only subjects starting with this, e.g. node/node_01k…')
-      .option('-n, --lines <n>', 'how many past events to print first (default 20; 0 for none)', integer(0, 10_000))
+      .option(
+        '-n, --lines <n>',
+        'how many past events to print first (default 20, at most 1000; 0 for none)',
+        integer(0, 1_000),
+      )
       .option('--all-tenants', 'every tenant’s events (root only)')
       .action(run(load.events, 'tail')),
     'better-compute events tail --follow --subject node/ --type metal.node.deployed',

@@ -81,6 +81,16 @@ describe('events.list', () => {
     expect((await api.events.list(acme, { tenantId: 'acme', subjectPrefix: 'node%' })).events).toEqual([]);
   });
 
+  it('fromEnd answers the newest events and a cursor at the end; with after or not a boolean, INVALID_INPUT', async () => {
+    const newest = await api.events.list(acme, { tenantId: 'acme', fromEnd: true, limit: 3, subjectPrefix: 'node/' });
+    expect(newest.events.map((e) => e.subject)).toEqual(['node/n2', 'node/n3', 'node/n4']);
+    expect((await api.events.list(acme, { tenantId: 'acme', after: newest.cursor })).events).toEqual([]);
+    const withAfter = await refusal(api.events.list(acme, { tenantId: 'acme', fromEnd: true, after: newest.cursor }));
+    expect(withAfter).toMatchObject({ code: 'INVALID_INPUT', details: { path: ['fromEnd'] } });
+    const notBoolean = await refusal(api.events.list(acme, { tenantId: 'acme', fromEnd: 'yes' as never }));
+    expect(notBoolean).toMatchObject({ code: 'INVALID_INPUT', details: { path: ['fromEnd'] } });
+  });
+
   it('moves a filtered cursor past every event it looked at, so a short page resumes after them', async () => {
     // limit 1 looks at 10 events at most: the one failed event in them, then the cursor is at the 10th.
     const page = await readEvents(compute.database, { tenantId: 'acme', limit: 1, types: ['metal.site.created'] });

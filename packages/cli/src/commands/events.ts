@@ -16,8 +16,8 @@ function printEvent(out: Output, event: StreamEvent): void {
 }
 
 /**
- * `events tail`: the last `--lines` events (read with `events.list` to the end of the outbox), then with `--follow`
- * every later one from the event stream, resuming from the cursor where the list ended.
+ * `events tail`: the last `--lines` events (one `events.list` with `fromEnd`, however long the outbox is), then with
+ * `--follow` every later one from the event stream, resuming from the cursor at the end the list answered.
  */
 export const tail: Handler = async (rt, _args, opts) => {
   const client = await rt.client();
@@ -25,26 +25,16 @@ export const tail: Handler = async (rt, _args, opts) => {
   const types = opts.type as string[] | undefined;
   const subject = opts.subject as string | undefined;
   const allTenants = opts.allTenants === true;
-  let cursor: string | undefined;
-  const last: StreamEvent[] = [];
-  // Read to the end of the outbox, keeping the last `lines`; the cursor is where the stream resumes.
-  for (let page = 0; ; page += 1) {
-    const answer = await client.call<{ events: StreamEvent[]; cursor: string | null }>('events.list', {
-      after: cursor,
-      limit: 1000,
-      subjectPrefix: subject,
-      types,
-      allTenants: allTenants ? true : undefined,
-    });
-    if (lines > 0) {
-      last.push(...answer.events);
-      if (last.length > lines) last.splice(0, last.length - lines);
-    }
-    if (!answer.cursor || answer.cursor === cursor) break;
-    cursor = answer.cursor;
-    if (answer.events.length === 0 && page > 0) {
-    }
-  }
+  const newest = await client.call<{ events: StreamEvent[]; cursor: string }>('events.list', {
+    fromEnd: true,
+    // With no lines asked for, one event is read for the cursor and not printed.
+    limit: Math.max(lines, 1),
+    subjectPrefix: subject,
+    types,
+    allTenants: allTenants ? true : undefined,
+  });
+  const last = lines > 0 ? newest.events : [];
+  const cursor = newest.cursor;
   for (const event of last) printEvent(rt.out, event);
   if (!opts.follow) return 0;
   const abort = new AbortController();

@@ -27,11 +27,13 @@ export interface ApiEventsPage {
  * events after a cursor, in commit-safe order, as `readEvents` does (the server streams the same over SSE; this is the
  * pull form). `subjectPrefix` and `types` filter; a filtered page may be short, or empty, while its cursor moves on.
  * A root credential names any tenant, and with `tenantId: 'root', allTenants: true` reads every tenant's events.
+ * `fromEnd: true` (not with `after`) answers the newest `limit` events instead, and a cursor at the end of the outbox.
  *
  * @example
  * ```ts
  * let page = await compute.api.events.list(token, { tenantId: 'acme', subjectPrefix: 'node/' });
  * page = await compute.api.events.list(token, { tenantId: 'acme', subjectPrefix: 'node/', after: page.cursor });
+ * const newest = await compute.api.events.list(token, { tenantId: 'acme', fromEnd: true, limit: 20 });
  * ```
  */
 export function eventsApi() {
@@ -49,12 +51,14 @@ export function eventsApi() {
         ),
       ),
       allTenants: v.optional(v.boolean('allTenants must be a boolean')),
+      fromEnd: v.optional(v.boolean('fromEnd must be a boolean')),
     }),
     permission: 'compute:events:read',
     resource: (input, ctx) => resolveTenantResource(ctx.sql, input.tenantId),
     description:
       "The tenant's events after a cursor (none: from the start), oldest first in commit-safe order, and the cursor " +
-      'to read on from; optionally only a subject prefix or some types.',
+      'to read on from; optionally only a subject prefix or some types. With fromEnd, the newest `limit` events ' +
+      '(still oldest first) and a cursor at the end, to follow what comes next.',
     handler: async (input, ctx): Promise<ApiEventsPage> => {
       const page = await readEvents(ctx.sql, {
         tenantId: input.tenantId,
@@ -63,6 +67,7 @@ export function eventsApi() {
         ...(input.subjectPrefix === undefined ? {} : { subjectPrefix: input.subjectPrefix }),
         ...(input.types === undefined ? {} : { types: input.types }),
         ...(input.allTenants === undefined ? {} : { allTenants: input.allTenants }),
+        ...(input.fromEnd === undefined ? {} : { fromEnd: input.fromEnd }),
       });
       return {
         events: page.events.map((event) => ({ ...event, at: event.at.toISOString() })),

@@ -22,6 +22,13 @@ export interface ReadEventsInput {
   subjectPrefix?: string;
   /** Only events of these types (`metal.node.deployed`, …); at most {@link MAX_EVENT_TYPES}. */
   types?: readonly string[];
+  /**
+   * The newest `limit` events instead of the oldest after a cursor (not with `after`): still oldest first, and the
+   * cursor at the newest event there is, so reading on from it sees only what comes later (`events tail`). With a
+   * filter, the newest `limit` matches among the newest {@link FROM_END_SCAN_EVENTS} (or `limit × FILTER_SCAN_FACTOR`,
+   * when more) events.
+   */
+  fromEnd?: boolean;
 }
 
 /** The most types one read may filter on. */
@@ -33,6 +40,12 @@ export const MAX_EVENT_TYPES = 100;
  * read goes on from there instead of looking at them again.
  */
 export const FILTER_SCAN_FACTOR = 10;
+
+/**
+ * How many of the newest events a filtered `fromEnd` read looks at, at least: a tail of a node's or a type's events
+ * finds them among the last ten thousand of the tenant's, in one bounded backward index scan.
+ */
+export const FROM_END_SCAN_EVENTS = 10_000;
 
 /** The tenant that may read every tenant's events (with `allTenants: true`). */
 const ROOT_TENANT = 'root';
@@ -94,6 +107,17 @@ export async function readEvents(sql: SqlExecutor, input: ReadEventsInput): Prom
     });
   }
   const filter = checkFilter(input);
+  if (input.fromEnd !== undefined && typeof input.fromEnd !== 'boolean') {
+    throw new ComputeError('INVALID_INPUT', 'fromEnd must be a boolean', { details: { path: ['fromEnd'] } });
+  }
+  if (input.fromEnd === true) {
+    if (input.after !== undefined) {
+      throw new ComputeError('INVALID_INPUT', 'fromEnd reads the newest events: it takes no after cursor', {
+        details: { path: ['fromEnd'] },
+      });
+    }
+    return readNewest(sql, input.tenantId, allTenants, limit, filter);
+  }
   const from = input.after === undefined ? START_POSITION : decodeEventCursor(input.after, ['after']);
   if (filter !== undefined) return readFiltered(sql, input.tenantId, allTenants, from, limit, filter);
   // Two texts rather than one with an OR, so each uses its own index: (tenant_id, tx_id, seq) or (tx_id, seq).
@@ -208,6 +232,52 @@ async function readFiltered(
   else if (tail) cursor = encodeEventCursor({ txId: tail.tx_id, seq: String(tail.seq) });
   else cursor = encodeEventCursor(from);
   return { events, cursor };
+}
+
+/**
+ * The newest `limit` events (matching the filter, among the newest `max(FROM_END_SCAN_EVENTS, limit ×
+ * FILTER_SCAN_FACTOR)` when there is one) in
+ * one statement, read backwards from the end of what is safe to read; the cursor is the newest event looked at, so a
+ * read on from it misses nothing that commits later.
+ */
+async function readNewest(
+  sql: SqlExecutor,
+  tenantId: string,
+  allTenants: boolean,
+  limit: number,
+  filter: EventFilter | undefined,
+): Promise<EventsPage> {
+  const params: unknown[] = [
+    limit,
+    filter ? Math.max(FROM_END_SCAN_EVENTS, limit * FILTER_SCAN_FACTOR) : limit,
+    filter?.subjectPrefix ?? null,
+    filter?.types ?? null,
+  ];
+  if (!allTenants) params.push(tenantId);
+  const { rows } = await sql.query<EventRow & { hit: boolean }>(
+    `WITH scanned AS (
+       SELECT seq, tx_id, id, tenant_id, subject, type, data, at FROM events
+       WHERE ${allTenants ? '' : 'tenant_id = $5 AND '}tx_id < pg_snapshot_xmin(pg_current_snapshot())
+       ORDER BY tx_id DESC, seq DESC LIMIT $2
+     ), hits AS (
+       SELECT * FROM scanned
+       WHERE ($3::text IS NULL OR starts_with(subject, $3::text)) AND ($4::text[] IS NULL OR type = ANY($4::text[]))
+       ORDER BY tx_id DESC, seq DESC LIMIT $1
+     ), head AS (
+       SELECT * FROM scanned ORDER BY tx_id DESC, seq DESC LIMIT 1
+     )
+     SELECT true AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM hits
+     UNION ALL
+     SELECT false AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM head`,
+    params,
+  );
+  const hits = rows.filter((row) => row.hit);
+  hits.sort((a, b) => comparePositions(a, b));
+  const head = rows.find((row) => !row.hit);
+  return {
+    events: hits.map(toEvent),
+    cursor: encodeEventCursor(head ? { txId: head.tx_id, seq: String(head.seq) } : START_POSITION),
+  };
 }
 
 function comparePositions(a: EventRow, b: EventRow): number {

@@ -159,6 +159,54 @@ export function defineEventsConformance(create: () => Promise<ScratchDatabase>):
       expect((await read({ tenantId: 'acme' })).events.map((e) => e.type)).toEqual(['one', 'two', 'three']);
     });
 
+    it('fromEnd reads the newest events, oldest first, with a cursor at the end that misses nothing later', async () => {
+      const empty = await read({ tenantId: 'acme', fromEnd: true });
+      expect(empty.events).toEqual([]);
+      for (const type of ['a', 'b', 'c', 'd', 'e']) await publish(type);
+      await publish('x', 'globex');
+      const newest = await read({ tenantId: 'acme', fromEnd: true, limit: 2 });
+      expect(newest.events.map((e) => e.type)).toEqual(['d', 'e']);
+      expect(newest.cursor).toBe(newest.events[1]?.cursor);
+      // Nothing yet after the end; what is published next is read on from the cursor, once.
+      expect((await read({ tenantId: 'acme', after: newest.cursor })).events).toEqual([]);
+      await publish('f');
+      expect((await read({ tenantId: 'acme', after: newest.cursor })).events.map((e) => e.type)).toEqual(['f']);
+      // From an empty outbox, the cursor is the start: reading on from it sees everything.
+      expect((await read({ tenantId: 'acme', after: empty.cursor })).events).toHaveLength(6);
+      expect((await read({ tenantId: 'globex', fromEnd: true })).events.map((e) => e.type)).toEqual(['x']);
+    });
+
+    it('fromEnd with a filter: the newest matches within the last 10,000 events, the cursor past everything looked at', async () => {
+      for (const type of ['keep', 'drop', 'keep', 'drop', 'keep', 'drop']) await publish(type);
+      const kept = await read({ tenantId: 'acme', fromEnd: true, limit: 2, types: ['keep'] });
+      expect(kept.events.map((e) => e.type)).toEqual(['keep', 'keep']);
+      expect(kept.events[0]?.at.getTime()).toBeLessThanOrEqual(kept.events[1]?.at.getTime() ?? 0);
+      // The newest event (a 'drop') was looked at: the cursor is past it.
+      await publish('keep');
+      const after = await read({ tenantId: 'acme', after: kept.cursor });
+      expect(after.events.map((e) => e.type)).toEqual(['keep']);
+      // A match older than limit × FILTER_SCAN_FACTOR newer events is still found (the window is 10,000 events).
+      await db.transaction(async (tx) => {
+        for (let i = 0; i < 40; i += 1)
+          await bus.publish(tx, { tenantId: 'acme', subject: 'node/n2', type: 'noise', data: {} });
+      });
+      const rare = await read({ tenantId: 'acme', fromEnd: true, limit: 1, types: ['keep'] });
+      expect(rare.events.map((e) => e.type)).toEqual(['keep']);
+      const none = await read({ tenantId: 'acme', fromEnd: true, subjectPrefix: 'site/' });
+      expect(none.events).toEqual([]);
+      expect((await read({ tenantId: 'acme', after: none.cursor })).events).toEqual([]);
+    });
+
+    it('refuses fromEnd with an after cursor, or not a boolean, at fromEnd', async () => {
+      const { cursor } = await read({ tenantId: 'acme' });
+      for (const input of [
+        { tenantId: 'acme', fromEnd: true, after: cursor },
+        { tenantId: 'acme', fromEnd: 'yes' as unknown as boolean },
+      ]) {
+        await expect(read(input)).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path: ['fromEnd'] } });
+      }
+    });
+
     it('refuses a malformed cursor with INVALID_INPUT at after', async () => {
       const { cursor } = await read({ tenantId: 'acme' });
       for (const after of ['', 'nonsense', `${cursor}x`, 'ev1.bm90Lm51bWJlcnM', 'ev1.MS4yLjM']) {

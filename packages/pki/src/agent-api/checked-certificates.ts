@@ -1,5 +1,6 @@
 import type { Clock, Logger, SqlDatabase } from '@better-compute/core';
 import type { VerifiedCertificate } from '../ca/agent-certificates';
+import { createLastingListen } from './lasting-listen';
 
 /**
  * The channel on which every change to an issued certificate or to the CA is announced at commit (pki's migration
@@ -69,9 +70,6 @@ export function createCheckedCertificates(
   // Bumped by every notification: a check that was under way when one came is not remembered, since it may have read
   // the row before the change.
   let generation = 0;
-  let subscribed = false;
-  let listening: Promise<void> | undefined;
-  let unlisten: (() => Promise<void>) | undefined;
   let closed = false;
 
   function forget(pem: string): void {
@@ -97,27 +95,19 @@ export function createCheckedCertificates(
     if (pem !== undefined) forget(pem);
   }
 
+  // Nothing is remembered until the LISTEN is in place, and everything is forgotten each time it is (again): what
+  // changed while it was not is not known.
+  const changes = createLastingListen({
+    database,
+    channel: CERTIFICATES_CHANNEL,
+    onNotify: changed,
+    onListen: forgetAll,
+    log,
+    failure: 'every call checks its certificate',
+  });
+
   return {
-    listen() {
-      listening ??= (async () => {
-        try {
-          const onListen = () => {
-            forgetAll();
-            subscribed = true;
-          };
-          const stop = await database.listen(CERTIFICATES_CHANNEL, changed, onListen);
-          // PGlite's listen has no onListen: it is in place once listen resolves.
-          subscribed = true;
-          if (closed) await stop();
-          else unlisten = stop;
-        } catch (error) {
-          log.warn('agent API: cannot listen for certificate changes; every call checks its certificate', {
-            error: error instanceof Error ? error.message : String(error),
-          });
-        }
-      })();
-      return listening;
-    },
+    listen: () => changes.ensure(),
 
     async verify(pem) {
       const entry = byPem.get(pem);
@@ -129,7 +119,7 @@ export function createCheckedCertificates(
       }
       const started = generation;
       const verified = await check(pem);
-      if (subscribed && !closed && started === generation) {
+      if (changes.listening() && !closed && started === generation) {
         const previous = pemBySerial.get(verified.serial);
         if (previous !== undefined) forget(previous);
         byPem.set(pem, { verified, checkedAt: performance.now() });
@@ -144,10 +134,7 @@ export function createCheckedCertificates(
     async close() {
       closed = true;
       forgetAll();
-      await listening;
-      const stop = unlisten;
-      unlisten = undefined;
-      await stop?.();
+      await changes.close();
     },
   };
 }

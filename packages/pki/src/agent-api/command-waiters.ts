@@ -1,5 +1,6 @@
 import type { Logger, SqlDatabase } from '@better-compute/core';
 import { COMMANDS_CHANNEL } from '@better-compute/core/kernel';
+import { createLastingListen } from './lasting-listen';
 
 /** How one wait ended: a command for the node was enqueued, the time ran out, or the client went away. */
 export type WaitOutcome = 'woken' | 'timeout' | 'aborted';
@@ -14,7 +15,10 @@ export interface CommandWaiter {
 
 /** The long-poll waiters of every node, woken by the NOTIFY every new command sends on `COMMANDS_CHANNEL`. */
 export interface CommandWaiters {
-  /** Starts listening (once; later calls share the first). A database that cannot listen is logged, not fatal. */
+  /**
+   * Starts listening (once; later calls share the first). A database that cannot listen is logged, not fatal, and
+   * tried again by a call at least 5 s later.
+   */
   listen(): Promise<void>;
   register(nodeId: string): CommandWaiter;
   /** Wakes every waiter of the node (what a notification does). */
@@ -49,8 +53,6 @@ interface Entry {
  */
 export function createCommandWaiters(database: SqlDatabase, log: Logger): CommandWaiters {
   const byNode = new Map<string, Set<Entry>>();
-  let listening: Promise<void> | undefined;
-  let unlisten: (() => Promise<void>) | undefined;
   let closed = false;
 
   function wake(nodeId: string): void {
@@ -64,6 +66,17 @@ export function createCommandWaiters(database: SqlDatabase, log: Logger): Comman
     for (const nodeId of byNode.keys()) wake(nodeId);
   }
 
+  // Listening again after the connection was lost (or after a failed first try): what was notified meanwhile is gone,
+  // so every held poll looks again now instead of at its re-check.
+  const commands = createLastingListen({
+    database,
+    channel: COMMANDS_CHANNEL,
+    onNotify: wake,
+    onListen: wakeAll,
+    log,
+    failure: 'long polls re-check on their timer',
+  });
+
   function remove(nodeId: string, entry: Entry): void {
     const set = byNode.get(nodeId);
     if (!set) return;
@@ -72,27 +85,7 @@ export function createCommandWaiters(database: SqlDatabase, log: Logger): Comman
   }
 
   return {
-    listen() {
-      listening ??= (async () => {
-        try {
-          let subscribed = false;
-          // Back after the listening connection was lost: what was notified meanwhile is gone, so every held poll
-          // looks again now instead of at its re-check.
-          const onListen = () => {
-            if (subscribed) wakeAll();
-            subscribed = true;
-          };
-          const stop = await database.listen(COMMANDS_CHANNEL, (payload) => wake(payload), onListen);
-          if (closed) await stop();
-          else unlisten = stop;
-        } catch (error) {
-          log.warn('agent API: cannot listen for new commands; long polls re-check on their timer', {
-            error: error instanceof Error ? error.message : String(error),
-          });
-        }
-      })();
-      return listening;
-    },
+    listen: () => commands.ensure(),
 
     register(nodeId) {
       const entry: Entry = { woken: false };
@@ -138,10 +131,7 @@ export function createCommandWaiters(database: SqlDatabase, log: Logger): Comman
       closed = true;
       for (const set of byNode.values()) for (const entry of set) entry.done?.('aborted');
       byNode.clear();
-      await listening;
-      const stop = unlisten;
-      unlisten = undefined;
-      await stop?.();
+      await commands.close();
     },
   };
 }

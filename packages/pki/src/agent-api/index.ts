@@ -13,6 +13,7 @@ export {
   MAX_LONG_POLL_MAX_MS,
 } from './create-agent-api';
 export type { AgentAnswer } from './http';
+export { LISTEN_RETRY_MS } from './lasting-listen';
 export { INVENTORY_REPORTED_EVENT } from './node-methods';
 export { SESSION_TOUCH_EVERY_MS } from './session-keeper';
 export { type AttestedInput, MAX_INVENTORY_BYTES } from './validate';

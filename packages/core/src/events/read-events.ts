@@ -2,7 +2,7 @@ import { ComputeError } from '../errors';
 import { assertStorableText } from '../json/storable-text';
 import type { Json } from '../json/types';
 import type { SqlExecutor } from '../sql/executor';
-import { decodeEventCursor, encodeEventCursor, START_POSITION } from './cursor';
+import { decodeEventCursor, type EventPosition, encodeEventCursor, START_POSITION } from './cursor';
 import type { ComputeEvent } from './types';
 
 /** The default and the largest page of {@link readEvents}. */
@@ -181,6 +181,55 @@ function checkFilter(input: ReadEventsInput): EventFilter | undefined {
   return { subjectPrefix: subjectPrefix ?? null, types: types === undefined ? null : [...new Set(types)] };
 }
 
+interface ScanInput {
+  tenantId: string;
+  allTenants: boolean;
+  /** Forwards from this position, or backwards from the end when undefined. */
+  from: EventPosition | undefined;
+  /** How many events are looked at. */
+  scan: number;
+  /** How many matching events are kept. */
+  limit: number;
+  filter: EventFilter | undefined;
+}
+
+/**
+ * One statement: looks at `scan` events past `from` (or the newest `scan`, backwards from the end of what is safe to
+ * read), keeps the first `limit` that match the filter (the newest, going backwards), and names the newest event
+ * looked at. The hits come back oldest first.
+ */
+async function scanEvents(sql: SqlExecutor, input: ScanInput): Promise<{ hits: EventRow[]; newest?: EventRow }> {
+  const order = input.from ? 'tx_id, seq' : 'tx_id DESC, seq DESC';
+  const params: unknown[] = [input.limit, input.scan, input.filter?.subjectPrefix ?? null, input.filter?.types ?? null];
+  const where: string[] = ['tx_id < pg_snapshot_xmin(pg_current_snapshot())'];
+  if (!input.allTenants) where.push(`tenant_id = $${params.push(input.tenantId)}`);
+  if (input.from) {
+    where.push(`(tx_id, seq) > ($${params.push(input.from.txId)}::xid8, $${params.push(input.from.seq)}::bigint)`);
+  }
+  const { rows } = await sql.query<EventRow & { hit: boolean }>(
+    `WITH scanned AS (
+       SELECT seq, tx_id, id, tenant_id, subject, type, data, at FROM events
+       WHERE ${where.join(' AND ')}
+       ORDER BY ${order} LIMIT $2
+     ), hits AS (
+       SELECT * FROM scanned
+       WHERE ($3::text IS NULL OR starts_with(subject, $3::text)) AND ($4::text[] IS NULL OR type = ANY($4::text[]))
+       ORDER BY ${order} LIMIT $1
+     ), newest AS (
+       SELECT * FROM scanned ORDER BY tx_id DESC, seq DESC LIMIT 1
+     )
+     SELECT true AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM hits
+     UNION ALL
+     SELECT false AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM newest`,
+    params,
+  );
+  const hits = rows.filter((row) => row.hit).sort(comparePositions);
+  const newest = rows.find((row) => !row.hit);
+  return newest ? { hits, newest } : { hits };
+}
+
+const positionOf = (row: EventRow): EventPosition => ({ txId: row.tx_id, seq: String(row.seq) });
+
 /**
  * A filtered read looks at up to `limit × FILTER_SCAN_FACTOR` events past the cursor in one statement and returns the
  * first `limit` that match. When fewer match, the cursor is the last event looked at, so a read of a rare subject
@@ -190,55 +239,25 @@ async function readFiltered(
   sql: SqlExecutor,
   tenantId: string,
   allTenants: boolean,
-  from: { txId: string; seq: string },
+  from: EventPosition,
   limit: number,
   filter: EventFilter,
 ): Promise<EventsPage> {
-  const params: unknown[] = [
-    from.txId,
-    from.seq,
-    limit,
-    limit * FILTER_SCAN_FACTOR,
-    filter.subjectPrefix,
-    filter.types,
-  ];
-  if (!allTenants) params.push(tenantId);
-  const { rows } = await sql.query<EventRow & { hit: boolean }>(
-    `WITH scanned AS (
-       SELECT seq, tx_id, id, tenant_id, subject, type, data, at FROM events
-       WHERE ${allTenants ? '' : 'tenant_id = $7 AND '}(tx_id, seq) > ($1::xid8, $2::bigint)
-         AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY tx_id, seq LIMIT $4
-     ), hits AS (
-       SELECT * FROM scanned
-       WHERE ($5::text IS NULL OR starts_with(subject, $5::text)) AND ($6::text[] IS NULL OR type = ANY($6::text[]))
-       ORDER BY tx_id, seq LIMIT $3
-     ), tail AS (
-       SELECT * FROM scanned ORDER BY tx_id DESC, seq DESC LIMIT 1
-     )
-     SELECT true AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM hits
-     UNION ALL
-     SELECT false AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM tail`,
-    params,
-  );
-  const hits = rows.filter((row) => row.hit);
-  hits.sort((a, b) => comparePositions(a, b));
+  const scan = limit * FILTER_SCAN_FACTOR;
+  const { hits, newest } = await scanEvents(sql, { tenantId, allTenants, from, scan, limit, filter });
   const events = hits.map(toEvent);
-  const tail = rows.find((row) => !row.hit);
   const last = events.at(-1);
   // A full page ends at its last event (events after it were not looked at); a short one at the last event looked at.
   let cursor: string;
   if (events.length === limit && last) cursor = last.cursor;
-  else if (tail) cursor = encodeEventCursor({ txId: tail.tx_id, seq: String(tail.seq) });
-  else cursor = encodeEventCursor(from);
+  else cursor = encodeEventCursor(newest ? positionOf(newest) : from);
   return { events, cursor };
 }
 
 /**
  * The newest `limit` events (matching the filter, among the newest `max(FROM_END_SCAN_EVENTS, limit ×
- * FILTER_SCAN_FACTOR)` when there is one) in
- * one statement, read backwards from the end of what is safe to read; the cursor is the newest event looked at, so a
- * read on from it misses nothing that commits later.
+ * FILTER_SCAN_FACTOR)` when there is one) in one statement, read backwards from the end of what is safe to read; the
+ * cursor is the newest event looked at, so a read on from it misses nothing that commits later.
  */
 async function readNewest(
   sql: SqlExecutor,
@@ -247,37 +266,9 @@ async function readNewest(
   limit: number,
   filter: EventFilter | undefined,
 ): Promise<EventsPage> {
-  const params: unknown[] = [
-    limit,
-    filter ? Math.max(FROM_END_SCAN_EVENTS, limit * FILTER_SCAN_FACTOR) : limit,
-    filter?.subjectPrefix ?? null,
-    filter?.types ?? null,
-  ];
-  if (!allTenants) params.push(tenantId);
-  const { rows } = await sql.query<EventRow & { hit: boolean }>(
-    `WITH scanned AS (
-       SELECT seq, tx_id, id, tenant_id, subject, type, data, at FROM events
-       WHERE ${allTenants ? '' : 'tenant_id = $5 AND '}tx_id < pg_snapshot_xmin(pg_current_snapshot())
-       ORDER BY tx_id DESC, seq DESC LIMIT $2
-     ), hits AS (
-       SELECT * FROM scanned
-       WHERE ($3::text IS NULL OR starts_with(subject, $3::text)) AND ($4::text[] IS NULL OR type = ANY($4::text[]))
-       ORDER BY tx_id DESC, seq DESC LIMIT $1
-     ), head AS (
-       SELECT * FROM scanned ORDER BY tx_id DESC, seq DESC LIMIT 1
-     )
-     SELECT true AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM hits
-     UNION ALL
-     SELECT false AS hit, seq, tx_id::text AS tx_id, id, tenant_id, subject, type, data, at FROM head`,
-    params,
-  );
-  const hits = rows.filter((row) => row.hit);
-  hits.sort((a, b) => comparePositions(a, b));
-  const head = rows.find((row) => !row.hit);
-  return {
-    events: hits.map(toEvent),
-    cursor: encodeEventCursor(head ? { txId: head.tx_id, seq: String(head.seq) } : START_POSITION),
-  };
+  const scan = filter ? Math.max(FROM_END_SCAN_EVENTS, limit * FILTER_SCAN_FACTOR) : limit;
+  const { hits, newest } = await scanEvents(sql, { tenantId, allTenants, from: undefined, scan, limit, filter });
+  return { events: hits.map(toEvent), cursor: encodeEventCursor(newest ? positionOf(newest) : START_POSITION) };
 }
 
 function comparePositions(a: EventRow, b: EventRow): number {

@@ -485,8 +485,14 @@ describe('userdata.render in a workflow, with the pki wired', () => {
       security.joinAgent(tx, { token, publicKey: agentKey.publicKeyPem }),
     );
     expect(joined).toMatchObject({ nodeId: lab.nodeId, role: 'provisioned', joinTokenId: result.joinTokenId });
+    // Once: the same agent asking again gets the same certificate; another key is refused.
+    const repeated = await lab.db.transaction((tx) =>
+      security.joinAgent(tx, { token, publicKey: agentKey.publicKeyPem }),
+    );
+    expect(repeated.serial).toBe(joined.serial);
+    const otherKey = generateSigningKeyPair('ed25519');
     const again = await rejectionOf(() =>
-      lab.db.transaction((tx) => security.joinAgent(tx, { token, publicKey: agentKey.publicKeyPem })),
+      lab.db.transaction((tx) => security.joinAgent(tx, { token, publicKey: otherKey.publicKeyPem })),
     );
     expect(again).toMatchObject({ code: 'UNAUTHENTICATED', details: { reason: 'token-exhausted' } });
 

@@ -97,6 +97,7 @@ export {
   workflowStepsLookup,
 } from './tokens/attestors';
 export { CLAIM_NAMES, type ClaimName, type HardwareClaims } from './tokens/claims';
+export { JOIN_ANSWER_AGAIN_MS } from './tokens/join-again';
 export {
   defaultAttestors,
   type JoinAgentInput,

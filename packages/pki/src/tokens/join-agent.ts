@@ -4,6 +4,7 @@ import { type IssueDeps, issueAgentCertificate, revokeNodeCertificates } from '.
 import { parsePublicKey } from '../crypto/keys';
 import { type Attestor, discoveryAttestor, nodeAttestor, provisionedTargetResolver, siteAttestor } from './attestors';
 import { mismatchedClaims, parseClaims } from './claims';
+import { earlierJoinAnswer } from './join-again';
 import { lookupJoinToken, spendJoinToken, tokenUnusable } from './join-tokens';
 import { requireObject } from './validate';
 
@@ -55,7 +56,9 @@ export function defaultAttestors(): Record<JoinRole, Attestor> {
  * the token's `expect` (a mismatch is PERMISSION_DENIED `claims-mismatch` and spends nothing), then in one savepoint
  * spends a use, lets the role's attestor pick the node, revokes that node's earlier certificates (`superseded`) and
  * issues a certificate. Token refusals are UNAUTHENTICATED with `details.reason` `token-unknown`, `token-expired`,
- * `token-exhausted` or `token-revoked`.
+ * `token-exhausted` or `token-revoked`. A token with no use left, presented again with the public key and claims of a
+ * join it served less than 10 minutes ago, answers that join's certificate again (still valid, not superseded):
+ * an agent whose answer was lost is not stuck (`earlierJoinAnswer`).
  *
  * @example
  * ```ts
@@ -73,12 +76,19 @@ export async function joinAgent(tx: SqlExecutor, input: JoinAgentInput, deps: Jo
     tokenId = token.id;
     const now = deps.clock.now();
     const unusable = tokenUnusable(token, now);
-    if (unusable) throw unusable;
+    if (unusable && unusable.details.reason !== 'token-exhausted') throw unusable;
     const mismatched = mismatchedClaims(token.expect, claims);
     if (mismatched.length > 0) {
       throw new ComputeError('PERMISSION_DENIED', 'the hardware claims do not match the join token', {
         details: { path: ['claims', mismatched[0] as string], reason: 'claims-mismatch', claims: mismatched },
       });
+    }
+    if (unusable) {
+      // Spent: the same agent asking again (its answer lost on the way) gets the certificate its join was issued.
+      const again = await earlierJoinAnswer(tx, token.id, publicKey, now, deps);
+      if (!again) throw unusable;
+      log.info('agent join answered again', { nodeId: again.nodeId, joinTokenId: token.id, serial: again.serial });
+      return { ...again, role: token.role, joinTokenId: token.id };
     }
     const attestor = { ...defaultAttestors(), ...deps.attestors }[token.role];
     const joined = await tx.transaction(async (inner) => {

@@ -149,6 +149,47 @@ describe('joining', () => {
     });
     await join({ token });
     await join({ token });
+    const other = generateSigningKeyPair('ed25519');
+    const error = await computeErrorOf(join({ token, publicKey: other.publicJwk }), 'UNAUTHENTICATED');
+    expect(error.details.reason).toBe('token-exhausted');
+  });
+
+  it('answers a spent token presented again with the same key and claims: the same certificate, within 10 minutes', async () => {
+    const { id, token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 3600,
+      maxUses: 1,
+    });
+    const key = generateSigningKeyPair('ed25519');
+    const first = await join({ token, publicKey: key.publicJwk });
+    // The answer was lost: the agent asks again with the same token and key (here as SPKI PEM rather than JWK).
+    const again = await join({ token, publicKey: key.publicKeyPem });
+    expect(again).toEqual(first);
+    expect(await uses(id)).toBe(1);
+    const issued = await h.scratch.db.query('SELECT serial FROM pki_certificates WHERE join_token_id = $1', [id]);
+    expect(issued.rows).toHaveLength(1);
+    // Another key with the same token gets nothing.
+    const stranger = generateSigningKeyPair('ed25519');
+    const refused = await computeErrorOf(join({ token, publicKey: stranger.publicJwk }), 'UNAUTHENTICATED');
+    expect(refused.details.reason).toBe('token-exhausted');
+    // After the window, the spent token is refused even to the same key.
+    h.clock.advance(10 * 60_000 + 1);
+    const late = await computeErrorOf(join({ token, publicKey: key.publicJwk }), 'UNAUTHENTICATED');
+    expect(late.details.reason).toBe('token-exhausted');
+  });
+
+  it('does not answer again a certificate that was revoked since (a later join of the node supersedes it)', async () => {
+    const { token } = await issueTracked(h, {
+      tenantId: 'root',
+      role: 'discovery',
+      siteId: 'site_root',
+      ttlSeconds: 3600,
+      maxUses: 1,
+    });
+    const first = await join({ token });
+    await h.scratch.db.transaction((tx) => h.pki.revokeCertificate(tx, first.serial, 'key-compromise'));
     const error = await computeErrorOf(join({ token }), 'UNAUTHENTICATED');
     expect(error.details.reason).toBe('token-exhausted');
   });

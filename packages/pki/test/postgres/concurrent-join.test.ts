@@ -39,12 +39,13 @@ describe.runIf(TEST_DATABASE_URL)('postgres: concurrent joins', () => {
       maxUses: 1,
     });
     const handles = Array.from({ length: HANDLES }, () => h.scratch.connect({ max: 2 }));
-    const key = generateSigningKeyPair('ed25519').publicJwk;
+    // A key per join: a hundred agents racing for one token (the same key asking again would be answered again).
+    const keys = Array.from({ length: JOINS }, () => generateSigningKeyPair('ed25519').publicJwk);
     const outcomes = await Promise.allSettled(
       Array.from({ length: JOINS }, (_, i) => {
         const db = handles[i % HANDLES];
         if (!db) throw new Error('no handle');
-        return joinRetryingTransient(() => db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: key })));
+        return joinRetryingTransient(() => db.transaction((tx) => h.pki.joinAgent(tx, { token, publicKey: keys[i] })));
       }),
     );
     const successes = outcomes.filter((o) => o.status === 'fulfilled');

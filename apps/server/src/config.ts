@@ -41,6 +41,8 @@ export interface ServerConfig {
   /** The plugin config module (absolute path), if any. */
   configModule: string | undefined;
   adminToken: string | undefined;
+  /** When set, `/metrics` answers only `Authorization: Bearer <metricsToken>` (METRICS_TOKEN). */
+  metricsToken: string | undefined;
   corsOrigins: string[];
   maxBodyBytes: number;
   requestTimeoutMs: number;
@@ -72,6 +74,7 @@ export const ENV_VARIABLES = [
   'SHARDS',
   'BETTER_COMPUTE_CONFIG',
   'BETTER_COMPUTE_ADMIN_TOKEN',
+  'METRICS_TOKEN',
   'CORS_ORIGINS',
   'MAX_BODY_BYTES',
   'REQUEST_TIMEOUT_MS',
@@ -91,6 +94,8 @@ const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debu
 const ROLES: readonly ServerRole[] = ['all', 'api', 'worker'];
 // The admin token core's createCredential makes: bc_<ulid>_<256-bit base64url secret>.
 const ADMIN_TOKEN = /^bc_[0-9a-hjkmnp-tv-z]{26}_[A-Za-z0-9_-]{43}$/;
+// What a scraper sends as a bearer token (RFC 6750's token68 characters), long enough not to be guessed.
+const METRICS_TOKEN = /^[A-Za-z0-9._~+/=-]{24,512}$/;
 
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;
@@ -282,6 +287,11 @@ export function loadConfig(
     throw invalid('BETTER_COMPUTE_ADMIN_TOKEN', 'must be a token as the server prints it (bc_<26>_<43>)');
   }
 
+  const metricsToken = values.METRICS_TOKEN?.trim() || undefined;
+  if (metricsToken !== undefined && !METRICS_TOKEN.test(metricsToken)) {
+    throw invalid('METRICS_TOKEN', 'must be 24 to 512 characters of A-Z a-z 0-9 . _ ~ + / = -');
+  }
+
   let configModule: string | undefined;
   if (values.BETTER_COMPUTE_CONFIG?.trim())
     configModule = readableFile('BETTER_COMPUTE_CONFIG', values.BETTER_COMPUTE_CONFIG, cwd);
@@ -321,6 +331,7 @@ export function loadConfig(
     shards: integer('SHARDS', values.SHARDS, 64, 1, 4096),
     configModule,
     adminToken,
+    metricsToken,
     corsOrigins,
     // compute.handler reads at most 1 MiB itself, so a larger limit here would only move the refusal.
     maxBodyBytes: integer('MAX_BODY_BYTES', values.MAX_BODY_BYTES, 1024 * 1024, 1024, 1024 * 1024),

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { type Compute, ComputeError } from '@better-compute/core';
 import { createOpenApiDocument } from '@better-compute/core/kernel';
 import { Hono } from 'hono';
@@ -17,7 +18,8 @@ export type ReadinessCheck = () => Promise<true | string>;
 
 /** What {@link createHttpApp} serves from. */
 export interface HttpAppOptions {
-  config: Pick<ServerConfig, 'corsOrigins' | 'maxBodyBytes' | 'requestTimeoutMs'>;
+  config: Pick<ServerConfig, 'corsOrigins' | 'maxBodyBytes' | 'requestTimeoutMs'> &
+    Partial<Pick<ServerConfig, 'metricsToken'>>;
   log: ServerLogger;
   metrics: ServerMetrics;
   readiness: Record<string, ReadinessCheck>;
@@ -26,6 +28,10 @@ export interface HttpAppOptions {
 }
 
 type Env = { Variables: { requestId: string } };
+
+// Compared as digests of equal length, in constant time: the scraper's token says nothing by how fast it is refused.
+const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+const bearerOf = (header: string | undefined): string => /^Bearer +(\S+) *$/i.exec(header ?? '')?.[1] ?? '';
 
 function errorBody(error: ComputeError): string {
   return JSON.stringify(error.toJSON());
@@ -110,7 +116,16 @@ export function createHttpApp(options: HttpAppOptions): Hono<Env> {
     }
     return c.json({ status: ready ? 'ready' : 'not ready', checks: results }, ready ? 200 : 503);
   });
+  const metricsToken = config.metricsToken === undefined ? undefined : digest(config.metricsToken);
   app.get('/metrics', async (c) => {
+    if (metricsToken && !timingSafeEqual(digest(bearerOf(c.req.header('authorization'))), metricsToken)) {
+      const refused = {
+        code: 'UNAUTHENTICATED',
+        message: 'the metrics need the METRICS_TOKEN bearer token',
+        details: {},
+      };
+      return c.json(refused, 401, { 'www-authenticate': 'Bearer' });
+    }
     const text = await metrics.render();
     return c.body(text, 200, { 'content-type': metrics.registry.contentType });
   });

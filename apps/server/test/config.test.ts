@@ -64,6 +64,8 @@ describe('loadConfig', () => {
     [{ SHARDS: '5000' }, 'SHARDS'],
     [{ BETTER_COMPUTE_CONFIG: './missing.config.ts' }, 'BETTER_COMPUTE_CONFIG'],
     [{ BETTER_COMPUTE_ADMIN_TOKEN: 'hunter2' }, 'BETTER_COMPUTE_ADMIN_TOKEN'],
+    [{ METRICS_TOKEN: 'short-token' }, 'METRICS_TOKEN'],
+    [{ METRICS_TOKEN: 'a token with spaces in it, long enough' }, 'METRICS_TOKEN'],
     [{ BETTER_COMPUTE_QUORUM: '{"approvers":' }, 'BETTER_COMPUTE_QUORUM'],
     [{ BETTER_COMPUTE_QUORUM: '{"approvers":[],"threshold":0}' }, 'BETTER_COMPUTE_QUORUM'],
     [{ CORS_ORIGINS: 'https://ok.example,not-an-origin' }, 'CORS_ORIGINS'],

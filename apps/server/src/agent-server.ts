@@ -141,6 +141,7 @@ export function createAgentRequestListener(options: {
     } catch (error) {
       // answer() never throws; a write that does (a header Node refuses) must still not take the process down.
       log.error({ reqId: requestId, err: error instanceof Error ? error.name : 'unknown' }, 'unhandled error');
+      status = 500;
       if (!response.headersSent && !response.destroyed) {
         response.writeHead(500, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': requestId });
         response.end(JSON.stringify({ code: 'INTERNAL', message: 'internal error', details: {} }));

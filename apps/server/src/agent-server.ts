@@ -44,7 +44,6 @@ function readIncomingJson(request: IncomingMessage, limit: number, tooLarge: () 
     tooLarge();
     return Promise.reject(bodyTooLargeError(limit));
   }
-  if (request.readableEnded) return Promise.resolve(parseJsonBody(new Uint8Array(0)));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;

@@ -30,10 +30,14 @@ export interface AgentAnswer {
  * ```
  */
 export function jsonAnswer(status: number, body: unknown, headers: Record<string, string> = {}): AgentAnswer {
+  return jsonTextAnswer(status, JSON.stringify(body === undefined ? null : body), headers);
+}
+
+function jsonTextAnswer(status: number, body: string, headers: Record<string, string>): AgentAnswer {
   return {
     status,
     headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
-    body: JSON.stringify(body === undefined ? null : body),
+    body,
   };
 }
 
@@ -49,11 +53,12 @@ export function jsonAnswer(status: number, body: unknown, headers: Record<string
  */
 export function errorAnswer(thrown: unknown, headers: Record<string, string> = {}, status?: number): AgentAnswer {
   const error = apiCallError(thrown);
-  let body: unknown;
+  let body: string;
   try {
-    body = JSON.parse(JSON.stringify(error.toJSON()));
+    body = JSON.stringify(error.toJSON());
   } catch {
-    body = { code: error.code, message: error.message, details: {} };
+    // Details that cannot be serialised (a cycle, a BigInt) are left out rather than failing the answer.
+    body = JSON.stringify({ code: error.code, message: error.message, details: {} });
   }
-  return jsonAnswer(status ?? HTTP_STATUS_BY_CODE[error.code] ?? 500, body, headers);
+  return jsonTextAnswer(status ?? HTTP_STATUS_BY_CODE[error.code] ?? 500, body, headers);
 }

@@ -182,6 +182,34 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
     expect(record.runs.length).toBeGreaterThanOrEqual(2);
   });
 
+  it("runs a relaying step again after awaitCommand's pollMs while its command is open, and at once when it settles", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({
+      id: 'lab-relay-poll',
+      steps: [{ use: 'lab.relay', on: 'site', with: { pollMs: 30_000 } }],
+    });
+    await lab.compute.runDueWork();
+    expect((await dueAt(lab))?.getTime()).toBe(lab.clock.now().getTime() + 30_000);
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.siteAgent.poll();
+    expect((await dueAt(lab))?.getTime()).toBe(lab.clock.now().getTime());
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+  });
+
+  it('fails a relaying step whose awaitCommand pollMs is not a positive whole number, naming pollMs', async () => {
+    const lab = getLab();
+    const id = await lab.start({
+      id: 'lab-relay-bad-poll',
+      steps: [{ use: 'lab.relay', on: 'site', with: { pollMs: 0.5 } }],
+    });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'failed', error: { code: 'INVALID_INPUT' } });
+    const { rows } = await lab.db.query('SELECT id FROM commands');
+    expect(rows).toHaveLength(0);
+  });
+
   it('turns a failed relayed command into DRIVER_ERROR with its reason', async () => {
     const lab = getLab();
     lab.siteAgent.respond({ outcome: 'fail', reason: 'BMC busy' });

@@ -261,7 +261,7 @@ export const labSteps = [
     sends: ['lab.wipe'],
     timeout: '20m',
     retrySafe: true,
-    input: manifest({ key: field.string().optional() }),
+    input: manifest({ key: field.string().optional(), pollMs: field.number().optional() }),
     async run(input, ctx) {
       record('lab.relay', ctx);
       const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
@@ -271,6 +271,7 @@ export const labSteps = [
         kind: 'lab.wipe',
         payload: {},
         ...(input.key ? { key: input.key } : {}),
+        ...(input.pollMs !== undefined ? { pollMs: input.pollMs } : {}),
         targetNodeId: ctx.node!.id,
       });
       return { commandId: sent.commandId };

@@ -1,7 +1,7 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
 import { getNode } from '@better-compute/core/nodes';
 import { awaitCommand, defineStep } from '@better-compute/provision';
-import { metalNode, relayed, resultJson } from './relay';
+import { metalNode, RELAYED_COMMAND_POLL_MS, relayed, resultJson } from './relay';
 
 function refuseResult(message: string, commandId: string, reason: string): never {
   throw new ComputeError('DRIVER_ERROR', `disk.wipe: ${message}`, { details: { commandId, reason } });
@@ -45,6 +45,7 @@ export const diskWipe = defineStep({
       nodeId: node.id,
       kind: 'disk.wipe',
       key: 'wipe',
+      pollMs: RELAYED_COMMAND_POLL_MS,
       payload: { mode: input.mode },
     });
     const verified = await attestation.verify(ctx.sql, {
@@ -104,6 +105,7 @@ export const resetGpus = defineStep({
       nodeId: node.id,
       kind: 'health.resetGpus',
       key: 'reset',
+      pollMs: RELAYED_COMMAND_POLL_MS,
       payload: input.gpus === undefined ? {} : { gpus: input.gpus },
     });
     return { commandId: sent.commandId, result: resultJson(sent, 'health.resetGpus') };

@@ -8,7 +8,7 @@ import {
   resolveImageRef,
   type StepContext,
 } from '@better-compute/provision';
-import { machineForStep, relayed } from './relay';
+import { machineForStep, RELAYED_COMMAND_POLL_MS, relayed } from './relay';
 
 /** What `deploy.deploy` is built with. */
 export interface DeployStepOptions {
@@ -145,6 +145,7 @@ export function deployStep(options: DeployStepOptions = {}) {
         nodeId: machine.nodeId,
         kind: 'deploy.image',
         key: 'image',
+        pollMs: RELAYED_COMMAND_POLL_MS,
         payload: {
           image: { url: image.url, digest: image.digest },
           ...(userData ? { userDataRef: userData.ref } : {}),

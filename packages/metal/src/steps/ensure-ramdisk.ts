@@ -10,7 +10,7 @@ import {
   stepNotReady,
 } from '@better-compute/provision';
 import { sentCommand } from './machine-read';
-import { invokeDriver, type MetalMachine, machineForStep, RELAY_POLL_MS, siteRelayAgent } from './relay';
+import { invokeDriver, type MetalMachine, machineForStep, RELAYED_COMMAND_POLL_MS, siteRelayAgent } from './relay';
 
 /** How long the join token of a ramdisk boot entry lives, unless the profile step says otherwise: one hour. */
 export const RAMDISK_TOKEN_TTL_SECONDS = 3_600;
@@ -126,6 +126,7 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
         key: `boot-entry:${mac}`,
         targetNodeId: machine.nodeId,
         payload: { mac, mode: 'ramdisk', ...(tokenRef ? { tokenRef } : {}) },
+        pollMs: RELAYED_COMMAND_POLL_MS,
         ...(command === undefined ? {} : { found: command }),
       });
     } catch (error) {
@@ -137,7 +138,7 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
   const missing = macs.filter((mac) => !found.get(mac));
   const refs = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
   for (const mac of missing) await entry(mac, refs.get(mac));
-  if (open) throw stepNotReady(RELAY_POLL_MS);
+  if (open) throw stepNotReady(RELAYED_COMMAND_POLL_MS);
 }
 
 /**

@@ -3,7 +3,7 @@ import { ComputeError, type ErrorPath, type Json, manifest } from '@better-compu
 import { getNode, setNodeFacts, setNodeLabels } from '@better-compute/core/nodes';
 import { awaitCommand, defineStep } from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
-import { metalNode, resultJson } from './relay';
+import { metalNode, RELAYED_COMMAND_POLL_MS, resultJson } from './relay';
 
 /**
  * The label keys an inspection owns: set from the inventory, and removed when the inventory no longer supports them
@@ -79,7 +79,13 @@ export const inspectCollect = defineStep({
   description: "Collects the machine's hardware inventory from the ramdisk into node facts and labels.",
   async run(_input, ctx) {
     const node = metalNode(ctx, 'inspect.collect');
-    const sent = await awaitCommand(ctx, { nodeId: node.id, kind: 'inspect.collect', payload: {}, key: 'inventory' });
+    const sent = await awaitCommand(ctx, {
+      nodeId: node.id,
+      kind: 'inspect.collect',
+      payload: {},
+      key: 'inventory',
+      pollMs: RELAYED_COMMAND_POLL_MS,
+    });
     const { inventory, addresses } = parseReport(resultJson(sent, 'inspect.collect'));
     const found = inventoryLabels(inventory);
     const now = ctx.clock.now();

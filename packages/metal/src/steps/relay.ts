@@ -11,8 +11,21 @@ import { type MachineBmc, type MetalMachine, sentCommand } from './machine-read'
 
 export { type MachineBmc, type MetalMachine, machineForStep, metalNode } from './machine-read';
 
-/** How often a relaying step looks again at its command or for a site agent (the pages' `commandStepPollMs`). */
+/** How often a relaying step looks again for a site agent when none is connected (the pages' `commandStepPollMs`). */
 export const RELAY_POLL_MS = 2_000;
+
+/**
+ * How often metal's relaying steps run again while their command is open (`awaitCommand`'s `pollMs`): only a
+ * fallback. A command's settle (result, rejection, expiry) queues the workflow in the settling statement, so the step
+ * runs again at once when its command ends; BMC calls, inventories, image writes and wipes take seconds to minutes, and
+ * looking at each of a thousand machines' commands every 2 s would cost the database a pass per look.
+ *
+ * @example
+ * ```ts
+ * await awaitCommand(ctx, { nodeId, kind: 'disk.wipe', payload, key: 'wipe', pollMs: RELAYED_COMMAND_POLL_MS });
+ * ```
+ */
+export const RELAYED_COMMAND_POLL_MS = 30_000;
 
 /**
  * The driver binding of a concern: the pinned profile's `drivers[concern]` when it binds one, else the machine's own
@@ -104,6 +117,7 @@ export async function invokeDriver(
     key: call.key,
     ...(found === undefined ? {} : { found }),
     targetNodeId: machine.nodeId,
+    pollMs: RELAYED_COMMAND_POLL_MS,
     payload: {
       operation: call.operation,
       driver: driverBinding(machine, concern),

@@ -14,6 +14,13 @@ export interface AwaitCommandInput {
   key?: string;
   /** How long the command may wait for its agent: `notAfter` is now plus this. Default 10 minutes. */
   timeoutMs?: number;
+  /**
+   * How long to wait before running the step again while the command is open. Default 2,000 ms
+   * (`commandStepPollMs`). The command's settle (a result, a rejection, lazy or swept expiry) queues the workflow in
+   * its own statement, so the step runs again at once whatever this is: a longer value only makes the fallback look
+   * rarer, for steps whose commands take minutes (an image write, a burn-in).
+   */
+  pollMs?: number;
   /** The machine a site agent acts on, for commands relayed through the site. */
   targetNodeId?: string;
   /**
@@ -63,7 +70,7 @@ async function send(ctx: StepContext, command: NewCommand): Promise<Command | un
 /**
  * Find-before-create for a step's command: looks it up by `wf:<id>:<step>#<attempt>[:<key>]` on that node (or takes
  * `found`, what the step already read), enqueues it only if absent (with `notAfter` now plus `timeoutMs`, and the
- * workflow's batch on destructive kinds only), then throws `stepNotReady(2000)` while it is open, returns
+ * workflow's batch on destructive kinds only), then throws `stepNotReady(2000)` (or `pollMs`) while it is open, returns
  * `{ commandId, result, attested }` once it succeeded, and throws `DRIVER_ERROR` with the state and reason once it
  * failed, was rejected, expired or was cancelled.
  *
@@ -78,6 +85,12 @@ export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): 
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
     throw new ComputeError('INVALID_INPUT', 'timeoutMs must be a positive whole number of milliseconds', {
       details: { path: ['timeoutMs'] },
+    });
+  }
+  const pollMs = input.pollMs ?? ENGINE_DEFAULTS.commandStepPollMs;
+  if (!Number.isInteger(pollMs) || pollMs <= 0) {
+    throw new ComputeError('INVALID_INPUT', 'pollMs must be a positive whole number of milliseconds', {
+      details: { path: ['pollMs'] },
     });
   }
   let command = input.found === undefined ? await ctx.commands.findByKey(ctx.sql, input.nodeId, key) : input.found;
@@ -96,9 +109,9 @@ export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): 
       ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
       ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
     });
-    if (!command) throw stepNotReady(ENGINE_DEFAULTS.commandStepPollMs);
+    if (!command) throw stepNotReady(pollMs);
   }
-  if (OPEN.has(command.state)) throw stepNotReady(ENGINE_DEFAULTS.commandStepPollMs);
+  if (OPEN.has(command.state)) throw stepNotReady(pollMs);
   if (command.state !== 'succeeded') throw commandEnded(command);
   return { commandId: command.id, result: command.result, attested: command.attested };
 }

@@ -1,6 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
-import { httpViaSite, metal, metalBmcTarget, metalDeployImage, metalProfiles } from 'better-compute/metal';
+import {
+  httpViaSite,
+  metal,
+  metalBmcTarget,
+  metalDeployImage,
+  metalProfiles,
+  RELAYED_COMMAND_POLL_MS,
+} from 'better-compute/metal';
 import {
   addImageSigner,
   generateSigningKeyPair,
@@ -235,6 +242,25 @@ describe('relaying BMC steps', () => {
       ]);
     },
   );
+
+  it('looks at an open BMC command again only after 30 s, and goes on at once when it settles', async () => {
+    const dueAt = async () => {
+      const { rows } = await scratch.db.query<{ not_before: Date }>(
+        "SELECT not_before FROM work_items WHERE kind = 'workflow'",
+      );
+      return rows[0]?.not_before.getTime();
+    };
+    site.respond({ outcome: 'ignore' });
+    const id = await start([{ use: 'power.setPower', on: 'site', with: { action: 'off' } }]);
+    await compute.runDueWork();
+    expect(await dueAt()).toBe(clock.now().getTime() + RELAYED_COMMAND_POLL_MS);
+    expect(RELAYED_COMMAND_POLL_MS).toBe(30_000);
+    site.respond({ outcome: 'succeed' });
+    await site.poll();
+    expect(await dueAt()).toBe(clock.now().getTime());
+    await settle(compute, { clock, agents: [site] });
+    expect((await getWorkflow(scratch.db, { workflowId: id })).state).toBe('succeeded');
+  });
 
   it("binds the profile's driver for the concern over the machine's own", async () => {
     const wf = await run([{ use: 'power.setPower', on: 'site', with: { action: 'off' } }], {

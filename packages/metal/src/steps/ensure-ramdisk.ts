@@ -25,7 +25,7 @@ export const RAMDISK_TOKEN_TTL_SECONDS = 3_600;
  * throw stepNotReady(RAMDISK_WAIT_MS);
  * ```
  */
-export const RAMDISK_WAIT_MS = 30_000;
+export const RAMDISK_WAIT_MS = 60_000;
 
 function missingPort(name: 'pki' | 'secrets'): ComputeError {
   return new ComputeError(
@@ -62,17 +62,15 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
     );
     refs = rows.map((row) => row.ref);
   }
-  for (const ref of refs) {
-    if (typeof ref === 'string' && ref.length > 0) await remove(ref);
-  }
+  await Promise.all(refs.map((ref) => (typeof ref === 'string' && ref.length > 0 ? remove(ref) : undefined)));
 }
 
 /**
  * Mints what the boot entries not sent yet carry: a fresh single-use `node` join token per MAC, bound to the machine
- * and expecting that MAC, all in one transaction, each then stored with `ctx.secrets` so only its reference travels
- * (in the site agent's tenant: the agent fetches it through the command that carries the reference). A crash between
- * minting and sending leaves unused tokens to expire and their secrets behind (the secrets of the entries sent are
- * deleted once the ramdisk joined). Returns the reference per MAC.
+ * and expecting that MAC, each then stored with `ctx.secrets` so only its reference travels (in the site agent's
+ * tenant: the agent fetches it through the command that carries the reference); the MACs' tokens are minted at once.
+ * A crash between minting and sending leaves unused tokens to expire and their secrets behind (the secrets of the
+ * entries sent are deleted once the ramdisk joined). Returns the reference per MAC.
  */
 async function mintBootTokens(
   ctx: StepContext,
@@ -86,10 +84,13 @@ async function mintBootTokens(
   const { pki, secrets } = ctx;
   if (!pki) throw missingPort('pki');
   if (!secrets) throw missingPort('secrets');
-  const minted = await ctx.sql.transaction(async (tx) => {
-    const tokens: string[] = [];
-    for (const mac of macs) {
-      const token = await pki.issueJoinToken(tx, {
+  const agentTenant =
+    machine.sent?.agentTenants.get(agentNodeId) ?? (await getNode(ctx.sql, agentNodeId))?.tenantId ?? machine.tenantId;
+  // Each MAC's token and secret at once, not in a transaction: this sits between a result and the next command, and
+  // a token minted by a run that then crashed is only an unused single-use token that expires.
+  const stored = await Promise.all(
+    macs.map(async (mac) => {
+      const token = await pki.issueJoinToken(ctx.sql, {
         tenantId: machine.tenantId,
         role: 'node',
         nodeId: machine.nodeId,
@@ -98,13 +99,10 @@ async function mintBootTokens(
         maxUses: 1,
         expect: { mac },
       });
-      tokens.push(token.token);
-    }
-    return tokens;
-  });
-  const agentTenant =
-    machine.sent?.agentTenants.get(agentNodeId) ?? (await getNode(ctx.sql, agentNodeId))?.tenantId ?? machine.tenantId;
-  for (const [index, mac] of macs.entries()) refs.set(mac, await secrets.put(agentTenant, minted[index] as string));
+      return [mac, await secrets.put(agentTenant, token.token)] as const;
+    }),
+  );
+  for (const [mac, ref] of stored) refs.set(mac, ref);
   return refs;
 }
 
@@ -137,7 +135,8 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
   for (const mac of macs) if (found.get(mac)) await entry(mac, undefined);
   const missing = macs.filter((mac) => !found.get(mac));
   const refs = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
-  for (const mac of missing) await entry(mac, refs.get(mac));
+  // The missing entries are sent at once: each is its own statement, and the power cycle waits for them all.
+  await Promise.all(missing.map((mac) => entry(mac, refs.get(mac))));
   if (open) throw stepNotReady(RELAYED_COMMAND_POLL_MS);
 }
 

@@ -21,6 +21,7 @@ export {
   type MachineBmc,
   type MetalMachine,
   machineForStep,
+  RELAYED_COMMAND_POLL_MS,
   siteRelayAgent,
 } from './relay';
 export { talosReady } from './talos-ready';

@@ -98,19 +98,24 @@ export const inspectCollect = defineStep({
         ),
       );
       const next = { ...kept, ...found };
-      await setNodeLabels(tx, node.id, next, now);
-      await setNodeFacts(tx, node.id, { ...(current.facts ?? {}), inventory, inspectedAt: now.toISOString() }, now);
-      await tx.query(
-        `UPDATE metal_machines SET addresses = (
-           SELECT COALESCE(array_agg(DISTINCT a ORDER BY a), '{}'::text[])
-           FROM unnest(addresses || $2::text[]) AS a), updated_at = $3
-         WHERE node_id = $1`,
-        [node.id, addresses, now],
-      );
-      await tx.query(
-        `INSERT INTO metal_macs (mac, node_id) SELECT m, $1 FROM unnest($2::text[]) AS m ON CONFLICT (mac) DO NOTHING`,
-        [node.id, inventory.macs],
-      );
+      // The four writes go out together (the driver pipelines them on the transaction's connection): they sit between
+      // the inventory's result and the next command. All of them settle before the transaction ends either way.
+      const written = await Promise.allSettled([
+        setNodeLabels(tx, node.id, next, now),
+        setNodeFacts(tx, node.id, { ...(current.facts ?? {}), inventory, inspectedAt: now.toISOString() }, now),
+        tx.query(
+          `UPDATE metal_machines SET addresses = (
+             SELECT COALESCE(array_agg(DISTINCT a ORDER BY a), '{}'::text[])
+             FROM unnest(addresses || $2::text[]) AS a), updated_at = $3
+           WHERE node_id = $1`,
+          [node.id, addresses, now],
+        ),
+        tx.query(
+          `INSERT INTO metal_macs (mac, node_id) SELECT m, $1 FROM unnest($2::text[]) AS m ON CONFLICT (mac) DO NOTHING`,
+          [node.id, inventory.macs],
+        ),
+      ]);
+      for (const outcome of written) if (outcome.status === 'rejected') throw outcome.reason;
       return next;
     });
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };

@@ -49,6 +49,46 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     expect(wf.steps[0]).toMatchObject({ state: 'succeeded', result: { pong: 1 }, commandId: command?.id });
   });
 
+  it("makes a waiting step's looks in the claim while its command is open: no pass until it settles", async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-park', steps: [{ use: 'lab.ping' }] });
+    const workflowItem = async () =>
+      (
+        await lab.db.query<{ not_before: Date; park_on: Record<string, unknown> | null }>(
+          "SELECT not_before, park_on FROM work_items WHERE kind = 'workflow'",
+        )
+      ).rows[0];
+    await lab.compute.runDueWork();
+    await lab.nodeAgent.poll();
+    const [command] = await commands(lab);
+    // The first look is a pass (the send wrote its own requeue); it finds the command open and parks the item on it.
+    lab.clock.advance(ENGINE_DEFAULTS.workflowPollMs);
+    expect(await lab.compute.runDueWork()).toBe(1);
+    expect((await workflowItem())?.park_on).toMatchObject({ workflowId: id, commandId: command?.id });
+    // The next looks are the claim's: nothing runs, and the item is due again a poll later.
+    for (let look = 0; look < 3; look += 1) {
+      lab.clock.advance(ENGINE_DEFAULTS.workflowPollMs);
+      expect(await lab.compute.runDueWork()).toBe(0);
+      expect((await workflowItem())?.not_before.getTime()).toBe(
+        lab.clock.now().getTime() + ENGINE_DEFAULTS.workflowPollMs,
+      );
+    }
+    // The result wakes it (and unparks it): the step settles at once.
+    const ref = { commandId: command?.id as string, nodeId: lab.nodeId };
+    await lab.compute.commands.ackCommand(lab.db, ref);
+    await lab.compute.commands.startCommand(lab.db, ref);
+    expect(await lab.compute.runDueWork()).toBe(0);
+    await lab.compute.commands.completeCommand(lab.db, {
+      commandId: command?.id as string,
+      nodeId: lab.nodeId,
+      result: new TextEncoder().encode(JSON.stringify({ pong: 9 })),
+    });
+    expect((await workflowItem())?.park_on).toBeNull();
+    expect(await lab.compute.runDueWork()).toBe(1);
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'succeeded', result: { pong: 9 } });
+  });
+
   it('adopts a command already under the step key instead of sending a second one', async () => {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'succeed', result: { pong: 2 } });
@@ -209,7 +249,7 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     ]);
   });
 
-  it('fails an agent step at its deadline with TIMEOUT and cancels its command', async () => {
+  it('fails an agent step at its deadline with TIMEOUT and cancels its command (its parked looks end there)', async () => {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'silent' });
     const id = await lab.start({ id: 'lab-silent', steps: [{ use: 'lab.ping', timeout: '45s' }] });

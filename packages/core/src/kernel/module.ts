@@ -15,7 +15,7 @@ import type { FindingsProvider } from './findings';
 import type { Logger } from './logger';
 
 // A reconciler is the work queue's contract (src/work/types.ts); modules declare theirs here.
-export type { Reconciler, ReconcilerPreload } from '../work/types';
+export type { Reconciler, ReconcilerPark, ReconcilerPreload, WorkPark } from '../work/types';
 
 /**
  * What starting a workflow takes: the tenant, the profile (the latest version the tenant sees when `profileVersion` is

@@ -116,6 +116,7 @@ export function createModuleRegistry(input: {
         });
       }
       checkPreload(reconciler, kind, [...path, 'reconcilers', kind, 'preload']);
+      checkPark(reconciler, kind, [...path, 'reconcilers', kind, 'park']);
       const previous = reconcilerOwners.get(kind);
       if (previous) throw duplicate(`reconciler '${kind}'`, previous, owner, [...path, 'reconcilers', kind]);
       reconcilerOwners.set(kind, owner);
@@ -159,6 +160,26 @@ export function createModuleRegistry(input: {
 }
 
 /** A reconciler's preload, if any, is `{ sql(key) }` returning an SQL expression (checked with a sample key). */
+// A park is `{ sql(on, now) }` returning a non-empty SQL expression, as a preload is `{ sql(key) }`.
+function checkPark(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
+  const park: unknown = reconciler.park;
+  if (park === undefined) return;
+  const build = typeof park === 'object' && park !== null ? (park as { sql?: unknown }).sql : undefined;
+  let sample: unknown;
+  try {
+    sample = typeof build === 'function' ? build('w.park_on', '$1::timestamptz') : undefined;
+  } catch {
+    sample = undefined;
+  }
+  if (typeof sample !== 'string' || sample.trim() === '') {
+    throw new ComputeError(
+      'INVALID_CONFIG',
+      `reconciler '${kind}' has a park that is not { sql(on, now) } returning an SQL expression`,
+      { details: { path } },
+    );
+  }
+}
+
 function checkPreload(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
   const preload: unknown = reconciler.preload;
   if (preload === undefined) return;

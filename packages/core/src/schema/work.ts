@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import { tstz } from './columns';
 
 /** The work queue: one row per (kind, key), due at `not_before`, processed by the worker holding its shard. */
@@ -21,6 +21,12 @@ export const workItems = pgTable(
     // urgent enqueue since then makes the next pass urgent.
     urgent: boolean('urgent').notNull().default(false),
     lastError: text('last_error'),
+    // Parked: what the pass that requeued the item waits on (its reconciler's `park` SQL reads it), how often a claim
+    // looks again and until when at the latest. A claim that finds the wait still holding postpones the item instead of
+    // claiming it; any enqueue (and any claim) clears it.
+    parkOn: jsonb('park_on'),
+    parkEveryMs: integer('park_every_ms'),
+    parkUntil: tstz('park_until'),
     claimedBy: text('claimed_by'),
     claimedAt: tstz('claimed_at'),
     createdAt: tstz('created_at').notNull(),

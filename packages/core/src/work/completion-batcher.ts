@@ -3,6 +3,7 @@ import type { SqlExecutor } from '../sql/executor';
 import type { ShardLease } from './fenced-executor';
 import { type BatchOutcome, finishBatch, type LeasedItem } from './finish';
 import type { ClaimedItem } from './items';
+import type { CheckedPark } from './park';
 
 interface Waiting extends LeasedItem {
   resolve: (outcome: BatchOutcome) => void;
@@ -34,12 +35,18 @@ export class CompletionBatcher {
   ) {}
 
   /**
-   * Queues `item` as done (or, with `requeueAt`, as due again then) under `lease`, and resolves once it is recorded
-   * (or found fenced).
+   * Queues `item` as done (or, with `requeueAt`, as due again then, parked as `park` says) under `lease`, and resolves
+   * once it is recorded (or found fenced).
    */
-  record(item: ClaimedItem, lease: ShardLease, requeueAt?: Date): Promise<BatchOutcome> {
+  record(item: ClaimedItem, lease: ShardLease, requeueAt?: Date, park?: CheckedPark): Promise<BatchOutcome> {
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ item, lease, ...(requeueAt ? { requeueAt } : {}), resolve, reject });
+      this.#waiting.push({
+        item,
+        lease,
+        ...(requeueAt ? { requeueAt, ...(park ? { park } : {}) } : {}),
+        resolve,
+        reject,
+      });
       if (!this.#flushing) {
         this.#flushing = true;
         // Let the completions of the same turn of the event loop join the first statement.

@@ -2,20 +2,30 @@ import { addMs } from '../clock';
 import type { SqlExecutor } from '../sql/executor';
 import { fencedError, isFencedError, type ShardLease } from './fenced-executor';
 import type { ClaimedItem } from './items';
+import type { CheckedPark } from './park';
 
 /** How a reconciler's pass over an item is recorded. */
 export type Finish =
   | { outcome: 'done' }
-  | { outcome: 'requeued'; delayMs: number }
+  | { outcome: 'requeued'; delayMs: number; park?: CheckedPark }
   | { outcome: 'failed'; delayMs: number; error: string };
 
 const RELEASE_CLAIM = 'claimed_by = NULL, claimed_at = NULL, enqueued_not_before = NULL';
 
+const UNPARKED = 'park_on = NULL, park_every_ms = NULL, park_until = NULL';
+
+// The park columns of a requeue (SQL expressions): parked only if no enqueue arrived while the pass ran (the seq it was
+// claimed at is still the item's), since that enqueue is work the wait must not hide.
+const parkSets = (item: string, claimedSeq: string, on: string, every: string, until: string) =>
+  `park_on = CASE WHEN ${item}.seq = ${claimedSeq} THEN ${on}::jsonb END, park_every_ms = ${every}::int,
+   park_until = ${until}::timestamptz`;
+
 // A requeue as every path writes it (a worker's batch, a reconciler's own statement): due at `at` or at an earlier
-// enqueue made while the pass ran, attempts reset, the claim released. `item` is the work_items alias.
-const requeueSets = (item: string, at: string, now: string) =>
+// enqueue made while the pass ran, attempts reset, the claim released, parked as `park` says (not at all by default).
+// `item` is the work_items alias.
+const requeueSets = (item: string, at: string, now: string, park: string = UNPARKED) =>
   `not_before = LEAST(${at}, ${item}.enqueued_not_before), attempts = 0, last_error = NULL, ${RELEASE_CLAIM},
-   updated_at = ${now}`;
+   ${park}, updated_at = ${now}`;
 
 // One statement per change, each carrying its own lease check: a CTE share-locks the lease row (so a takeover waits
 // for the statement) and the change applies only if the row is there. One round trip instead of a four-statement
@@ -73,13 +83,24 @@ export async function finishItem(
   }
   const attempts = finish.outcome === 'failed' ? item.attempts + 1 : 0;
   const error = finish.outcome === 'failed' ? finish.error : null;
+  const park = finish.outcome === 'requeued' ? finish.park : undefined;
   await guarded(
     db,
     lease,
     `UPDATE work_items SET not_before = LEAST($3::timestamptz, enqueued_not_before), attempts = $4, last_error = $5,
-       ${RELEASE_CLAIM}, updated_at = $6
+       ${RELEASE_CLAIM}, ${parkSets('work_items', '$7::int8', '$8', '$9', '$10')}, updated_at = $6
      WHERE kind = $1 AND key = $2`,
-    [...key, addMs(now, finish.delayMs), attempts, error, now],
+    [
+      ...key,
+      addMs(now, finish.delayMs),
+      attempts,
+      error,
+      now,
+      item.seq,
+      park?.on ?? null,
+      park?.everyMs ?? null,
+      park?.until ?? null,
+    ],
   );
 }
 
@@ -90,7 +111,7 @@ async function keepForLaterEnqueue(db: SqlExecutor, item: ClaimedItem, now: Date
     db,
     lease,
     `UPDATE work_items SET not_before = COALESCE(enqueued_not_before, not_before), attempts = 0, last_error = NULL,
-       ${RELEASE_CLAIM}, updated_at = $3
+       ${RELEASE_CLAIM}, ${UNPARKED}, updated_at = $3
      WHERE kind = $1 AND key = $2`,
     [item.kind, item.key, now],
   );
@@ -102,6 +123,8 @@ export interface LeasedItem {
   lease: ShardLease;
   /** Absent: done (deleted unless enqueued again since its claim). Present: due again then, or at an earlier enqueue. */
   requeueAt?: Date;
+  /** With `requeueAt`: parked until then (see `WorkPark`). */
+  park?: CheckedPark;
 }
 
 /** How finishing one item of a batch ended: deleted, kept for an enqueue since its claim, requeued, or fenced. */
@@ -132,8 +155,9 @@ export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[],
          ON l.shard = h.shard AND l.worker_id = h.worker_id AND l.epoch = h.epoch
        ORDER BY l.shard FOR SHARE OF l
      ), finished AS (
-       SELECT c.* FROM unnest($1::text[], $2::text[], $3::int8[], $4::int[], $8::text[], $9::int8[], $10::timestamptz[])
-         AS c(kind, key, seq, shard, worker_id, epoch, requeue_at)
+       SELECT c.* FROM unnest($1::text[], $2::text[], $3::int8[], $4::int[], $8::text[], $9::int8[], $10::timestamptz[],
+         $12::text[], $13::int[], $14::timestamptz[])
+         AS c(kind, key, seq, shard, worker_id, epoch, requeue_at, park_on, park_every_ms, park_until)
        WHERE EXISTS (SELECT 1 FROM lease WHERE lease.shard = c.shard AND lease.worker_id = c.worker_id
                      AND lease.epoch = c.epoch)
      ), deleted AS (
@@ -141,7 +165,7 @@ export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[],
        WHERE c.requeue_at IS NULL AND w.kind = c.kind AND w.key = c.key AND w.seq = c.seq
        RETURNING w.kind, w.key
      ), requeued AS (
-       UPDATE work_items w SET ${requeueSets('w', 'c.requeue_at', '$11')}
+       UPDATE work_items w SET ${requeueSets('w', 'c.requeue_at', '$11', parkSets('w', 'c.seq', 'c.park_on', 'c.park_every_ms', 'c.park_until'))}
        FROM finished c
        WHERE c.requeue_at IS NOT NULL AND w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key
@@ -161,6 +185,9 @@ export async function finishBatch(db: SqlExecutor, batch: readonly LeasedItem[],
       batch.map((b) => b.lease.epoch),
       batch.map((b) => b.requeueAt?.toISOString() ?? null),
       now,
+      batch.map((b) => b.park?.on ?? null),
+      batch.map((b) => b.park?.everyMs ?? null),
+      batch.map((b) => b.park?.until?.toISOString() ?? null),
     ],
   );
   const heldShards = new Set(rows.filter((r) => r.what === 'held').map((r) => `${r.kind}|${r.key}`));

@@ -43,6 +43,12 @@ export interface ClaimFilter {
    */
   preload?: ReadonlyMap<string, (key: string) => string>;
   /**
+   * By kind: the boolean SQL expression of a parked item's `park_on` and now (see `ReconcilerPark`). A due parked item
+   * whose expression is true (and whose `park_until` is still ahead) is not claimed: the same statement postpones it by
+   * its `park_every_ms`, never past its `park_until`. Without it, parked items are claimed as any other.
+   */
+  park?: ReadonlyMap<string, (on: string, now: string) => string>;
+  /**
    * Commit the claim without waiting for its WAL to reach disk (`synchronous_commit = off` for its own transaction).
    * Only for a claim that commits on its own (not inside a caller's transaction, which it would relax too). Losing such
    * a claim in a server crash loses nothing: the item is as it was, due, and is claimed again; and any later write of
@@ -127,9 +133,11 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   // The next due item: a row of its own after the claimed ones, read in the statement's snapshot, where the claimed
   // rows still look due, hence the exclusion of their keys. ORDER BY … LIMIT 1 walks the not_before index and stops
   // at the first row (a min() beside the anti-join would read the whole queue).
+  const parked = parkedParts(filter.park, bind, now, held);
   const next = withNext
-    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT w.not_before FROM work_items w
-         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key) ORDER BY w.not_before LIMIT 1),
+    ? `UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${parked.nextDue(`(SELECT w.not_before FROM work_items w
+         WHERE ${scope} AND NOT EXISTS (SELECT 1 FROM chosen c WHERE c.key = w.key)${parked.notParked('w')}
+         ORDER BY w.not_before LIMIT 1)`)},
          NULL, NULL`
     : '';
   const preload = preloadColumns(filter.preload, bind);
@@ -150,19 +158,19 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
   const { rows } = await db.query<ItemRow>(
     `WITH ${relaxed.cte} urgent_candidates AS (
        SELECT w.kind, w.key, w.shard, w.not_before - interval '${URGENT_LEAD_MS} milliseconds' AS claim_order,
-         true AS urgent
+         true AS urgent${parked.columns}
        FROM work_items w WHERE ${where} AND w.urgent ${relaxed.condition}
        ORDER BY w.not_before, w.kind, w.key LIMIT ${urgentRead} FOR UPDATE OF w SKIP LOCKED
      ), routine_candidates AS (
-       SELECT w.kind, w.key, w.shard, w.not_before AS claim_order, false AS urgent
+       SELECT w.kind, w.key, w.shard, w.not_before AS claim_order, false AS urgent${parked.columns}
        FROM work_items w WHERE ${where} AND NOT w.urgent
        ORDER BY w.not_before, w.kind, w.key LIMIT ${routineRead} FOR UPDATE OF w SKIP LOCKED
      ), candidates AS (
        SELECT * FROM urgent_candidates UNION ALL SELECT * FROM routine_candidates
-     ), ranked AS (
+     )${parked.ctes}, ranked AS (
        SELECT kind, key, claim_order, urgent,
          ${distinct ? 'row_number() OVER (PARTITION BY key ORDER BY claim_order, kind)' : '1'} AS nth
-       FROM candidates r WHERE ${held}
+       FROM candidates r WHERE ${held}${parked.notParked('r')}
      ), firsts AS (
        SELECT kind, key, claim_order, urgent,
          row_number() OVER (PARTITION BY urgent ORDER BY claim_order, kind, key) AS nth_of_class
@@ -171,7 +179,8 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
        SELECT kind, key, claim_order, urgent FROM firsts WHERE urgent OR nth_of_class <= ${routineCap}
        ORDER BY claim_order, kind, key LIMIT ${limit}
      ), claimed AS (
-       UPDATE work_items w SET claimed_by = ${claimant}, claimed_at = ${now}, enqueued_not_before = NULL, urgent = false
+       UPDATE work_items w SET claimed_by = ${claimant}, claimed_at = ${now}, enqueued_not_before = NULL, urgent = false,
+         park_on = NULL
        FROM chosen c WHERE w.kind = c.kind AND w.key = c.key
        RETURNING w.kind, w.key, w.shard, w.seq, w.attempts, w.not_before, c.claim_order, c.urgent
      )
@@ -201,6 +210,38 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
       ...(r.preload_ok === true && filter.preload?.has(r.kind) ? { preloaded: r.preloaded } : {}),
     }));
   return { items, nextDueAt: nextDue ? new Date(nextDue) : undefined };
+}
+
+/**
+ * The parts of a claim that parks (see {@link ClaimFilter.park}): the park columns each candidate carries, the
+ * `parked` CTE (due parked items in held shards whose wait still holds, with when each is due again) and the
+ * `postponed` one that writes that, the condition that keeps them out of a read (on a work_items alias), and the next
+ * due time including theirs. All empty without parks, so such a claim is the statement it always was.
+ */
+function parkedParts(
+  park: ReadonlyMap<string, (on: string, now: string) => string> | undefined,
+  bind: Bind,
+  now: string,
+  held: string,
+): { columns: string; ctes: string; notParked: (alias: string) => string; nextDue: (others: string) => string } {
+  if (!park || park.size === 0) return { columns: '', ctes: '', notParked: () => '', nextDue: (others) => others };
+  const at = `${now}::timestamptz`;
+  const branches = [...park].map(([kind, build]) => `WHEN r.kind = ${bind(kind)} THEN (${build('r.park_on', at)})`);
+  return {
+    columns: ', w.park_on, w.park_every_ms, w.park_until',
+    ctes: `, parked AS (
+       SELECT r.kind, r.key, LEAST(${at} + r.park_every_ms * interval '1 millisecond', r.park_until) AS due
+       FROM candidates r
+       WHERE r.park_on IS NOT NULL AND r.park_every_ms IS NOT NULL AND (r.park_until IS NULL OR r.park_until > ${at})
+         AND ${held} AND (CASE ${branches.join(' ')} END) IS TRUE
+     ), postponed AS (
+       UPDATE work_items w SET not_before = p.due, updated_at = ${at} FROM parked p WHERE w.kind = p.kind AND w.key = p.key
+       RETURNING w.kind
+     )`,
+    notParked: (alias) =>
+      ` AND NOT EXISTS (SELECT 1 FROM parked p WHERE p.kind = ${alias}.kind AND p.key = ${alias}.key)`,
+    nextDue: (others) => `LEAST(${others}, (SELECT min(p.due) FROM parked p))`,
+  };
 }
 
 /**

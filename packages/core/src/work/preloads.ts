@@ -6,12 +6,13 @@ import type { ClaimAndNext, ClaimFilter } from './items';
 import type { Reconciler } from './types';
 
 type Build = (key: string) => string;
+type BuildPark = (on: string, now: string) => string;
 
 /**
- * The preloads of a set of reconcilers (kind → SQL expression builder), as a claim uses them. A preload that fails
- * must not stop the queue: one that fails its check is dropped, and a claim that fails with preloads but succeeds
+ * The preloads and parks of a set of reconcilers (kind → SQL expression builder), as a claim uses them. Neither may
+ * stop the queue when it fails: one that fails its check is dropped, and a claim that fails with them but succeeds
  * without them turns them all off for the rest of this holder's life. Either way the reconcilers read for themselves,
- * one round trip more.
+ * one round trip more, and parked items run their passes as if never parked.
  *
  * @example
  * ```ts
@@ -22,15 +23,19 @@ type Build = (key: string) => string;
  */
 export class ClaimPreloads {
   #byKind: Map<string, Build>;
+  #parks: Map<string, BuildPark>;
 
   constructor(
     reconcilers: ReadonlyMap<string, Reconciler>,
     private readonly log: Logger,
   ) {
     this.#byKind = new Map();
+    this.#parks = new Map();
     for (const [kind, reconciler] of reconcilers) {
       const build = reconciler.preload?.sql;
       if (typeof build === 'function') this.#byKind.set(kind, build);
+      const park = reconciler.park?.sql;
+      if (typeof park === 'function') this.#parks.set(kind, park);
     }
   }
 
@@ -39,8 +44,28 @@ export class ClaimPreloads {
     return [...this.#byKind.keys()];
   }
 
-  /** Runs each preload once for a key that matches nothing, and drops those that fail. */
+  /** The kinds whose parked items a claim looks at now. */
+  get parkKinds(): string[] {
+    return [...this.#parks.keys()];
+  }
+
+  /** Runs each preload once for a key that matches nothing, each park for an empty `on`, and drops those that fail. */
   async check(db: SqlExecutor): Promise<void> {
+    for (const [kind, build] of this.#parks) {
+      try {
+        // now is selected too, so the parameter's type is known even to a park SQL that does not read it.
+        await db.query(
+          `SELECT $1::timestamptz AS now, (${build("'{}'::jsonb", '$1::timestamptz')}) IS TRUE AS parked`,
+          [new Date()],
+        );
+      } catch (err) {
+        this.#parks.delete(kind);
+        this.log.error("a reconciler's park failed its check; that kind's items are claimed when due", {
+          kind,
+          error: describeFailure(toSqlError(err)),
+        });
+      }
+    }
     for (const [kind, build] of this.#byKind) {
       try {
         await db.query(`SELECT to_json(${build('$1::text')}) AS preloaded`, ['']);
@@ -55,21 +80,26 @@ export class ClaimPreloads {
   }
 
   /**
-   * Claims with the preloads (`run` gets the filter part to spread); when that fails for a reason other than the
-   * connection and the same claim without them succeeds, the preloads were at fault: they are turned off.
+   * Claims with the preloads and parks (`run` gets the filter part to spread); when that fails for a reason other than
+   * the connection and the same claim without them succeeds, they were at fault: they are turned off.
    */
-  async claim<T extends ClaimAndNext>(run: (preload: Pick<ClaimFilter, 'preload'>) => Promise<T>): Promise<T> {
-    if (this.#byKind.size === 0) return run({});
+  async claim<T extends ClaimAndNext>(run: (hooks: Pick<ClaimFilter, 'preload' | 'park'>) => Promise<T>): Promise<T> {
+    if (this.#byKind.size === 0 && this.#parks.size === 0) return run({});
     try {
-      return await run({ preload: this.#byKind });
+      return await run({
+        ...(this.#byKind.size > 0 ? { preload: this.#byKind } : {}),
+        ...(this.#parks.size > 0 ? { park: this.#parks } : {}),
+      });
     } catch (err) {
       if (toSqlError(err).retryable) throw err;
       const claimed = await run({});
-      this.log.error('a claim with reconciler preloads failed; preloads are off for this worker', {
+      this.log.error('a claim with reconciler preloads or parks failed; both are off for this worker', {
         kinds: this.kinds,
+        parkKinds: this.parkKinds,
         error: describeFailure(toSqlError(err)),
       });
       this.#byKind = new Map();
+      this.#parks = new Map();
       return claimed;
     }
   }

@@ -7,6 +7,7 @@ import { describeFailure, failureDelayMs } from './backoff';
 import { isFencedError, type ShardLease } from './fenced-executor';
 import { type BatchOutcome, finishItem } from './finish';
 import type { ClaimedItem } from './items';
+import { type CheckedPark, checkPark } from './park';
 import type { BackoffOptions, Reconciler, WorkItemReport, WorkOutcome } from './types';
 
 /** What running one claimed item needs. */
@@ -36,7 +37,7 @@ export interface ProcessItemInput {
 }
 
 /** A pass that did not fail: what {@link ProcessItemInput.recordFinish} records. */
-export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number };
+export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number; park?: CheckedPark };
 
 // `written`: the reconciler wrote its requeue itself (`commit` with `requeue`), so nothing is left to record.
 type Result =
@@ -44,12 +45,20 @@ type Result =
   | { outcome: 'requeued'; delayMs: number; written: true }
   | { outcome: 'failed'; error: unknown };
 
-function checkResult(value: unknown): Result {
+function checkResult(value: unknown, parks: boolean): Result {
   if (value === undefined || value === null) return { outcome: 'done' };
-  const { requeueAfterMs: delay, requeueWritten } = value as { requeueAfterMs?: unknown; requeueWritten?: unknown };
+  const {
+    requeueAfterMs: delay,
+    requeueWritten,
+    park,
+  } = value as { requeueAfterMs?: unknown; requeueWritten?: unknown; park?: unknown };
   if (typeof value === 'object' && typeof delay === 'number' && Number.isFinite(delay) && delay >= 0) {
     if (requeueWritten === true) return { outcome: 'requeued', delayMs: delay, written: true };
-    return { outcome: 'requeued', delayMs: delay };
+    // A kind without a park SQL has nobody to look: its passes run as plain requeues.
+    if (park === undefined || !parks) return { outcome: 'requeued', delayMs: delay };
+    const checked = checkPark(park, delay);
+    if (checked instanceof ComputeError) return { outcome: 'failed', error: checked };
+    return { outcome: 'requeued', delayMs: delay, park: checked };
   }
   const error = new ComputeError(
     'INVALID_STATE',
@@ -78,7 +87,7 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
       item: { kind: item.kind, key: item.key },
       ...(input.lease ? { lease: input.lease } : {}),
     };
-    return checkResult(await reconciler(item.key, ctx));
+    return checkResult(await reconciler(item.key, ctx), typeof reconciler.park?.sql === 'function');
   } catch (error) {
     return { outcome: 'failed', error };
   }

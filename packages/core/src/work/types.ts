@@ -46,11 +46,27 @@ export interface WorkQueue {
 }
 
 /**
+ * What a requeued pass waits on, for its kind's {@link ReconcilerPark} to look at in SQL: while that says the wait
+ * still holds, a claim postpones the item by `everyMs` instead of running a pass, never past `until`. The first
+ * look is at the requeue (`requeueAfterMs`). An enqueue of the item, or the look finding the wait over, ends it.
+ */
+export interface WorkPark {
+  /** What the kind's park SQL reads (a JSON object: ids, a revision). Stored with the item; no secrets. */
+  on: { readonly [key: string]: string | number | boolean | null };
+  /** How often to look again while it holds. Default `requeueAfterMs`; 1 ms to 1 day. */
+  everyMs?: number;
+  /** Not postponed past this: from then on the item is claimed as any other (a deadline to act on). */
+  until?: Date;
+}
+
+/**
  * What a reconciler may ask for: run again after a delay (the earliest of this and any enqueue wins). With
  * `requeueWritten: true` it says it already wrote that requeue itself, with `commit(ctx, { requeue })` in a statement
- * that committed (so the worker records nothing).
+ * that committed (so the worker records nothing). With `park`, the looks until then are made by claims, in SQL, and
+ * a pass runs only once the wait is over (see {@link WorkPark}); it needs the reconciler's `park` and is ignored with
+ * `requeueWritten`.
  */
-export type ReconcileResult = undefined | { requeueAfterMs: number; requeueWritten?: boolean };
+export type ReconcileResult = undefined | { requeueAfterMs: number; requeueWritten?: boolean; park?: WorkPark };
 
 /** The backoff after reconciler errors: `baseMs` doubled per consecutive failure, never above `maxMs`. */
 export interface BackoffOptions {
@@ -156,10 +172,30 @@ export interface ReconcilerPreload {
 }
 
 /**
+ * How a claim looks at a parked item of this kind (see {@link WorkPark}): `sql(on, now)` returns a boolean SQL
+ * expression of the item's `park_on` (given as a jsonb SQL expression) and now (a timestamptz SQL expression), true
+ * while the wait still holds. Evaluated inside the claim's statement, on due parked items only. It must not write and
+ * must not fail: the worker checks it once at start and claims without parking if it does (every parked item then
+ * runs its pass, as if never parked). A NULL counts as over.
+ *
+ * @example
+ * ```ts
+ * const park = { sql: (on: string, now: string) =>
+ *   `EXISTS (SELECT 1 FROM jobs j WHERE j.id = ${on}->>'jobId' AND j.state = 'running' AND j.not_after > ${now})` };
+ * const reconciler = Object.assign(reconcile, { park });
+ * ```
+ */
+export interface ReconcilerPark {
+  readonly sql: (on: string, now: string) => string;
+}
+
+/**
  * A reconciler: called with a work item's key by the worker that owns its shard. Return `{ requeueAfterMs }` to run
- * again later; throw to be retried with backoff. It may carry a `preload` (see {@link ReconcilerPreload}).
+ * again later; throw to be retried with backoff. It may carry a `preload` (see {@link ReconcilerPreload}) and a
+ * `park` (see {@link ReconcilerPark}).
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: a reconciler that asks for nothing may simply return
 export type Reconciler = ((key: string, ctx: ModuleContext) => Promise<ReconcileResult | void>) & {
   readonly preload?: ReconcilerPreload;
+  readonly park?: ReconcilerPark;
 };

@@ -17,8 +17,9 @@ export interface WorkQueueOptions {
 
 /**
  * The upsert of work items: `rows` (a VALUES list or a SELECT) yields `(kind, key, shard, not_before, urgent, now)`.
- * It keeps the earliest not_before (and, for an item being processed, the earliest asked since its claim) and bumps
- * seq, so a finishing worker sees it. Returns each item's shard.
+ * It keeps the earliest not_before (and, for an item being processed, the earliest asked since its claim), bumps seq,
+ * so a finishing worker sees it, and unparks the item (a wake is work its park must not hide). Returns each item's
+ * shard.
  */
 function upsertWorkSql(rows: string): string {
   return `INSERT INTO work_items AS w (kind, key, shard, not_before, urgent, created_at, seq, attempts, updated_at)
@@ -28,6 +29,7 @@ function upsertWorkSql(rows: string): string {
     not_before = LEAST(w.not_before, EXCLUDED.not_before),
     enqueued_not_before = LEAST(w.enqueued_not_before, EXCLUDED.not_before),
     urgent = w.urgent OR EXCLUDED.urgent,
+    park_on = NULL,
     seq = w.seq + 1,
     updated_at = EXCLUDED.updated_at
   RETURNING w.shard`;

@@ -263,7 +263,9 @@ class Worker implements WorkerHandle {
     const { db, onItem } = this.#o;
     const lease = { workerId: this.id, shard: item.shard, epoch };
     const recordFinish = (claimed: ClaimedItem, finish: DoneOrRequeued, now: Date) =>
-      this.#completions.record(claimed, lease, finish.outcome === 'requeued' ? addMs(now, finish.delayMs) : undefined);
+      finish.outcome === 'requeued'
+        ? this.#completions.record(claimed, lease, addMs(now, finish.delayMs), finish.park)
+        : this.#completions.record(claimed, lease);
     const done = processItem({
       ...this.#o,
       item,

@@ -131,7 +131,7 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
       await enqueue('probe', 'a');
       expect(await runWith()).toBe(1);
       expect(seen).toEqual([{ key: 'a', has: false, value: undefined }]);
-      const line = log.lines.find((l) => l.message.includes('preloads are off'));
+      const line = log.lines.find((l) => l.message.includes('are off for this worker'));
       expect(line).toMatchObject({ level: 'error', fields: { kinds: ['probe'] } });
       // Off for good with the same reconcilers: a value that would not fail is not preloaded either.
       await setProbe('b', 5);

@@ -190,7 +190,7 @@ export function checkAgentStep(draft: PlanDraft, step: StepRecord, known: Known,
     const reason = command.reason ?? command.state;
     return fail({ code: ended, message: `command ${command.kind} ${command.state}: ${reason}`, reason });
   }
-  if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline);
+  if (!overdue) return waitUntil(now, ENGINE_DEFAULTS.workflowPollMs, deadline, { id: command.id, deadline });
   cancelStepCommand(draft, step, 'the step timed out');
   return fail({ code: 'TIMEOUT', message: 'no result before the step deadline' });
 }

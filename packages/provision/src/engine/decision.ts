@@ -21,13 +21,26 @@ export type Decision =
   | { kind: 'continue' }
   /** Run a control-plane step (its `running` mark is committed), then settle it. */
   | { kind: 'run'; request: RunRequest }
-  /** Nothing to do before `until` (a command, a rejoin, a site agent, a deadline). */
-  | { kind: 'wait'; until: Date }
+  /**
+   * Nothing to do before `until` (a command, a rejoin, a site agent, a deadline). With `command`: a waiting agent
+   * step's look found its command open; until `deadline` the looks that find it still open can be made by the claim
+   * (the reconciler parks its item on it).
+   */
+  | { kind: 'wait'; until: Date; command?: { id: string; deadline: Date } }
   /** Nothing to do until something wakes the workflow (no active workflow, or a paused one). */
   | { kind: 'idle' };
 
-/** The earlier of `now + ms` and the deadline. */
-export function waitUntil(now: Date, ms: number, deadline: Date | null): Decision {
+/** The earlier of `now + ms` and the deadline; with `command`, the open command the wait is on (see `Decision`). */
+export function waitUntil(
+  now: Date,
+  ms: number,
+  deadline: Date | null,
+  command?: { id: string; deadline: Date },
+): Decision {
   const at = now.getTime() + ms;
-  return { kind: 'wait', until: new Date(deadline ? Math.min(at, deadline.getTime()) : at) };
+  return {
+    kind: 'wait',
+    until: new Date(deadline ? Math.min(at, deadline.getTime()) : at),
+    ...(command ? { command } : {}),
+  };
 }

@@ -2,7 +2,7 @@ import type { ModuleContext, Reconciler } from '@better-compute/core';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget } from '../define/types';
-import { WORKFLOW_WORK_KIND } from './constants';
+import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
 import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
@@ -12,6 +12,24 @@ import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readA
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
+
+/**
+ * The `workflow` reconciler's park (core's `ReconcilerPark`): a waiting agent step's look, made by the worker's claim
+ * in SQL, finds nothing to do while the workflow is at the revision the pass left it at and the step's command is
+ * still open before its `notAfter`, exactly what the pass's look would have found; the item is then looked at again
+ * `workflowPollMs` later, until the step's deadline, without a pass.
+ *
+ * @example
+ * ```ts
+ * commandParkSql('w.park_on', '$1::timestamptz'); // EXISTS (SELECT 1 FROM workflows wf JOIN commands c …)
+ * ```
+ */
+export function commandParkSql(on: string, now: string): string {
+  return `EXISTS (SELECT 1 FROM workflows wf JOIN commands c ON c.id = ${on}->>'commandId'
+    WHERE wf.id = ${on}->>'workflowId' AND wf.revision = (${on}->>'revision')::bigint
+      AND wf.state IN ${ACTIVE_STATES_SQL}
+      AND c.state IN ('pending', 'dispatched', 'acked', 'running') AND c.not_after > ${now})`;
+}
 
 function requeueAt(ctx: ModuleContext, at: number) {
   return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
@@ -84,7 +102,16 @@ export function workflowReconciler(
       if (decision.kind === 'idle') return undefined;
       if (decision.kind === 'wait') {
         const result = requeueAt(ctx, decision.until.getTime());
-        return requeueWritten ? { ...result, requeueWritten: true } : result;
+        if (requeueWritten) return { ...result, requeueWritten: true };
+        if (!decision.command) return result;
+        // The looks while the command stays open are the claim's (see commandParkSql): no pass until it settles, the
+        // workflow changes, the item is woken, or the step's deadline comes.
+        const on = {
+          workflowId: snapshot.workflow.id,
+          revision: snapshot.workflow.revision,
+          commandId: decision.command.id,
+        };
+        return { ...result, park: { on, everyMs: ENGINE_DEFAULTS.workflowPollMs, until: decision.command.deadline } };
       }
       if (decision.kind === 'run') {
         const { request } = decision;
@@ -101,6 +128,7 @@ export function workflowReconciler(
     }
     return { requeueAfterMs: 0 };
   };
-  // The claim reads the workflow with the item, so a pass on a command's result starts planning at once.
-  return Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql } });
+  // The claim reads the workflow with the item, so a pass on a command's result starts planning at once; and it makes
+  // the looks of a waiting agent step whose command is still open itself.
+  return Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql }, park: { sql: commandParkSql } });
 }

@@ -129,6 +129,20 @@ describe('createModuleRegistry', () => {
     expect(registry.reconcilers.get('sweep')?.preload?.sql('k')).toBe('(SELECT k)');
   });
 
+  it('refuses a reconciler park that is not { sql(on, now) } returning an SQL expression, and keeps a good one', () => {
+    for (const park of ['EXISTS (SELECT 1)', { sql: () => null }, { sql: () => '' }]) {
+      const sweep = Object.assign(async () => undefined, { park }) as unknown as Reconciler;
+      expect(thrown(() => createModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep } }] }))).toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { path: ['modules', 0, 'reconcilers', 'sweep', 'park'] },
+      });
+    }
+    const sql = (on: string, now: string) => `(${on}->>'until')::timestamptz > ${now}`;
+    const good = Object.assign(async () => undefined, { park: { sql } });
+    const registry = createModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep: good } }] });
+    expect(registry.reconcilers.get('sweep')?.park?.sql('o', 'n')).toBe("(o->>'until')::timestamptz > n");
+  });
+
   it("collects wakeOnAgentSession, and refuses a kind that is not one of the module's own reconcilers", () => {
     const sweep: Reconciler = async () => undefined;
     const registry = createModuleRegistry({

@@ -159,44 +159,32 @@ export function createModuleRegistry(input: {
   };
 }
 
-/** A reconciler's preload, if any, is `{ sql(key) }` returning an SQL expression (checked with a sample key). */
-// A park is `{ sql(on, now) }` returning a non-empty SQL expression, as a preload is `{ sql(key) }`.
-function checkPark(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
-  const park: unknown = reconciler.park;
-  if (park === undefined) return;
-  const build = typeof park === 'object' && park !== null ? (park as { sql?: unknown }).sql : undefined;
+/**
+ * A reconciler's SQL hook, if any (`preload`: `{ sql(key) }`; `park`: `{ sql(on, now) }`), is an object whose `sql`
+ * returns a non-empty SQL expression for sample arguments.
+ */
+function checkSqlHook(hook: unknown, sampleArgs: readonly string[], refusal: string, path: (string | number)[]): void {
+  if (hook === undefined) return;
+  const build = typeof hook === 'object' && hook !== null ? (hook as { sql?: unknown }).sql : undefined;
   let sample: unknown;
   try {
-    sample = typeof build === 'function' ? build('w.park_on', '$1::timestamptz') : undefined;
+    sample = typeof build === 'function' ? build(...sampleArgs) : undefined;
   } catch {
     sample = undefined;
   }
   if (typeof sample !== 'string' || sample.trim() === '') {
-    throw new ComputeError(
-      'INVALID_CONFIG',
-      `reconciler '${kind}' has a park that is not { sql(on, now) } returning an SQL expression`,
-      { details: { path } },
-    );
+    throw new ComputeError('INVALID_CONFIG', refusal, { details: { path } });
   }
 }
 
 function checkPreload(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
-  const preload: unknown = reconciler.preload;
-  if (preload === undefined) return;
-  const build = typeof preload === 'object' && preload !== null ? (preload as { sql?: unknown }).sql : undefined;
-  let sample: unknown;
-  try {
-    sample = typeof build === 'function' ? build('w.key') : undefined;
-  } catch {
-    sample = undefined;
-  }
-  if (typeof sample !== 'string' || sample.trim() === '') {
-    throw new ComputeError(
-      'INVALID_CONFIG',
-      `reconciler '${kind}' has a preload that is not { sql(key) } returning an SQL expression`,
-      { details: { path } },
-    );
-  }
+  const refusal = `reconciler '${kind}' has a preload that is not { sql(key) } returning an SQL expression`;
+  checkSqlHook(reconciler.preload, ['w.key'], refusal, path);
+}
+
+function checkPark(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
+  const refusal = `reconciler '${kind}' has a park that is not { sql(on, now) } returning an SQL expression`;
+  checkSqlHook(reconciler.park, ['w.park_on', '$1::timestamptz'], refusal, path);
 }
 
 /** `wakeOnAgentSession`, if given, is an array of the module's own reconciler kinds (an item of any other would fail). */

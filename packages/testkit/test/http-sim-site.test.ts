@@ -138,6 +138,9 @@ describe('createHttpSimSite', () => {
       });
     }
     await until('deployed', all('deployed'), 25_000);
+    // The server counts the installed OS's agent joined once its session is recorded; the simulated machine notes its
+    // own session when the connect's answer reaches it, a moment later.
+    await until('the OS agents connected', async () => site.machines.every((m) => m.agent.role === 'node'), 5_000);
     for (const machine of site.machines) {
       expect(machine.running).toBe('os');
       expect(machine.agent.role).toBe('node');

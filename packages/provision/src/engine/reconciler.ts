@@ -1,4 +1,5 @@
 import type { ModuleContext, Reconciler } from '@better-compute/core';
+import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget } from '../define/types';
@@ -12,6 +13,9 @@ import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readA
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
+
+// The open command states as an SQL list, from core's one definition of them.
+const OPEN_STATES_SQL = `(${OPEN_COMMAND_STATES.map((s) => `'${s}'`).join(', ')})`;
 
 /**
  * The `workflow` reconciler's park (core's `ReconcilerPark`): a waiting agent step's look, made by the worker's claim
@@ -28,7 +32,7 @@ export function commandParkSql(on: string, now: string): string {
   return `EXISTS (SELECT 1 FROM workflows wf JOIN commands c ON c.id = ${on}->>'commandId'
     WHERE wf.id = ${on}->>'workflowId' AND wf.revision = (${on}->>'revision')::bigint
       AND wf.state IN ${ACTIVE_STATES_SQL}
-      AND c.state IN ('pending', 'dispatched', 'acked', 'running') AND c.not_after > ${now})`;
+      AND c.state IN ${OPEN_STATES_SQL} AND c.not_after > ${now})`;
 }
 
 function requeueAt(ctx: ModuleContext, at: number) {

@@ -86,3 +86,47 @@ export async function selectCommand(sql: SqlExecutor, id: string, lock = false):
   ]);
   return rows[0] ? toCommand(rows[0]) : undefined;
 }
+
+const DATE_FIELDS = ['not_after', 'created_at', 'updated_at', 'dispatched_at', 'finished_at'] as const;
+
+/**
+ * A command read as JSON (`to_jsonb(c)` of a `commands` row, as a preload or an aggregate returns it) as a
+ * {@link Command}: timestamps from their JSON text, the result from bytea's `\x…` hex text. Undefined for anything that
+ * is not such an object, so a caller falls back to reading the row itself.
+ *
+ * @example
+ * ```ts
+ * // SELECT json_agg(to_jsonb(c)) FROM commands c WHERE …
+ * const commands = (preloaded as unknown[]).map(commandFromJson).filter((c) => c !== undefined);
+ * ```
+ */
+export function commandFromJson(value: unknown): Command | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const raw = value as Record<string, unknown>;
+  if (typeof raw.id !== 'string' || typeof raw.node_id !== 'string' || typeof raw.key !== 'string') return undefined;
+  const row = { ...raw } as Record<string, unknown>;
+  for (const field of DATE_FIELDS) {
+    const text = raw[field];
+    if (text === null || text === undefined) row[field] = null;
+    else if (typeof text === 'string' && !Number.isNaN(Date.parse(text))) row[field] = new Date(text);
+    else return undefined;
+  }
+  const result = raw.result;
+  if (result === null || result === undefined) row.result = null;
+  else if (typeof result === 'string' && /^\\x(?:[0-9a-fA-F]{2})*$/.test(result)) {
+    row.result = Uint8Array.from(Buffer.from(result.slice(2), 'hex'));
+  } else return undefined;
+  for (const field of [
+    'batch_id',
+    'workflow_id',
+    'step_id',
+    'target_node_id',
+    'wake_kind',
+    'wake_key',
+    'reason',
+  ] as const) {
+    row[field] ??= null;
+  }
+  row.attested ??= null;
+  return toCommand(row as unknown as CommandRow);
+}

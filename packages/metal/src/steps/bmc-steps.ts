@@ -1,5 +1,6 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
 import { defineStep } from '@better-compute/provision';
+import { machinePreload } from './machine-read';
 import { invokeDriver, machineForStep, relayed } from './relay';
 
 /**
@@ -37,6 +38,7 @@ export const setPower = defineStep({
   id: 'power.setPower',
   runsOn: 'control-plane',
   relays: ['site'],
+  preload: machinePreload({ keys: ['power'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -67,6 +69,7 @@ export const getPower = defineStep({
   id: 'power.getPower',
   runsOn: 'control-plane',
   relays: ['site'],
+  preload: machinePreload({ keys: ['power-state'] }),
   sends: ['driver.invoke'],
   timeout: '5m',
   retrySafe: true,
@@ -99,6 +102,7 @@ export const setBootDevice = defineStep({
   id: 'management.setBootDevice',
   runsOn: 'control-plane',
   relays: ['site'],
+  preload: machinePreload({ keys: ['boot-device'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -175,6 +179,7 @@ export const mediaInsert = defineStep({
   id: 'media.insert',
   runsOn: 'control-plane',
   relays: ['site'],
+  preload: machinePreload({ keys: ['media'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -213,6 +218,7 @@ export const mediaEject = defineStep({
   id: 'media.eject',
   runsOn: 'control-plane',
   relays: ['site'],
+  preload: machinePreload({ keys: ['media'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,

@@ -74,7 +74,8 @@ function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
 }
 
 /**
- * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates.
+ * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates, and
+ * what the step's preload read for this run (`preloaded`), if it did.
  *
  * @example
  * ```ts
@@ -86,9 +87,12 @@ export function buildStepContext(
   request: RunRequest,
   sends: readonly string[] | undefined,
   signal: AbortSignal,
+  preloaded?: { value: unknown },
 ): StepContext {
+  // The reconciler's own preload (the workflow) is not the step's: a step sees only what its `preload` read.
+  const { preloaded: _workflow, ...base } = ctx;
   return {
-    ...ctx,
+    ...base,
     commands: stepCommands(ctx.commands, request, sends, signal),
     ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
@@ -102,5 +106,6 @@ export function buildStepContext(
     ...(request.batchId ? { batchId: request.batchId } : {}),
     ...(request.node ? { node: request.node } : {}),
     ...(sends ? { sends } : {}),
+    ...(preloaded ? { preloaded: preloaded.value } : {}),
   };
 }

@@ -1,15 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
 import {
-  ensureRamdisk,
   httpViaSite,
-  machineForStep,
   metal,
   metalBmcTarget,
   metalDeployImage,
   metalProfiles,
   RELAYED_COMMAND_POLL_MS,
-  setPower,
 } from 'better-compute/metal';
 import {
   addImageSigner,
@@ -29,8 +26,6 @@ import {
   provisionModule,
   type RenderedStep,
   registerImage,
-  type StepContext,
-  type StepPreload,
   storeProfile,
   type WorkflowView,
 } from 'better-compute/provision';
@@ -403,75 +398,6 @@ describe('metal.ensureRamdisk', () => {
       [machineId],
     );
     expect(rows[0]?.n).toBe(2);
-  });
-});
-
-describe('relaying steps read with their workflow (step preloads)', () => {
-  const RAMDISK_READ = { keys: ['boot-device', 'power-cycle'], perMac: 'boot-entry:', session: true };
-  const noQueries = {
-    query: () => Promise.reject(new Error('the step read for itself')),
-    transaction: () => Promise.reject(new Error('the step read for itself')),
-  };
-
-  async function preloaded(step: { preload?: StepPreload }, id: string): Promise<unknown> {
-    if (!step.preload) throw new Error('the step has no preload');
-    const refs = { workflowId: '$1::text', nodeId: '$2::text', stepKey: '$3::text', now: '$4::timestamptz' };
-    const sql = step.preload.sql(refs);
-    const { rows } = await scratch.db.query<{ v: unknown }>(`SELECT to_json(${sql}) AS v`, [
-      id,
-      machineId,
-      `wf:${id}:main.1#0`,
-      clock.now(),
-    ]);
-    return rows[0]?.v;
-  }
-
-  it('ensureRamdisk finds in its preload the machine it would read: BMC, MACs, commands with results, session', async () => {
-    site.respond('driver.invoke', (command) => {
-      if ((command.payload as { operation: string }).operation === 'power.setPower') void machine.connect();
-      return { outcome: 'succeed', result: { answered: (command.payload as { operation: string }).operation } };
-    });
-    const wf = await run([{ use: 'metal.ensureRamdisk', on: 'site' }]);
-    expect(wf.state).toBe('succeeded');
-    const ctx = {
-      ...compute.context,
-      workflowId: wf.id,
-      stepId: 'main.1',
-      attempt: 0,
-      node: { id: machineId, siteId },
-    } as unknown as StepContext;
-    const read = await machineForStep(ctx, 'metal.ensureRamdisk', RAMDISK_READ);
-    expect(read.sent?.commands).toHaveLength(4);
-    expect(read.session).toMatchObject({ role: 'ramdisk', bootId: machine.bootId });
-    const value = await preloaded(ensureRamdisk, wf.id);
-    const fromPreload = await machineForStep(
-      { ...ctx, sql: noQueries, preloaded: value } as unknown as StepContext,
-      'metal.ensureRamdisk',
-      RAMDISK_READ,
-    );
-    expect(fromPreload).toEqual(read);
-    expect(new TextDecoder().decode(fromPreload.sent?.commands[0]?.result)).toBe(
-      JSON.stringify({ answered: 'management.setBootDevice' }),
-    );
-  });
-
-  it("a run that asks for another read than its step's preload made reads for itself", async () => {
-    const wf = await run([{ use: 'power.setPower', on: 'site', with: { action: 'on' } }]);
-    const ctx = {
-      ...compute.context,
-      workflowId: wf.id,
-      stepId: 'main.1',
-      attempt: 0,
-      node: { id: machineId, siteId },
-      sql: noQueries,
-      preloaded: await preloaded(setPower, wf.id),
-    } as unknown as StepContext;
-    await expect(machineForStep(ctx, 'power.setPower', { keys: ['power'] })).resolves.toMatchObject({
-      bmc: { address: expect.any(String) },
-    });
-    await expect(machineForStep(ctx, 'power.setPower', { keys: ['other'] })).rejects.toThrow(
-      'the step read for itself',
-    );
   });
 });
 

@@ -6,7 +6,6 @@ import {
   defineProfile,
   defineStep,
   type ProfileStep,
-  STEP_DEFINITION_FIELDS,
   type StepContext,
 } from 'better-compute/provision';
 import { describe, expect, expectTypeOf, it } from 'vitest';
@@ -85,20 +84,6 @@ describe('defineStep', () => {
     ['refuses relaying to an unknown place', { ...controlPlane, relays: ['rack'] }, ['relays', 0]],
     ['refuses relaying to the control plane', { ...controlPlane, relays: ['site', 'control-plane'] }, ['relays', 1]],
     ['refuses a relay listed twice', { ...controlPlane, relays: ['site', 'node', 'site'] }, ['relays', 2]],
-    ['refuses a preload that is SQL text, not { sql }', { ...controlPlane, preload: '(SELECT 1)' }, ['preload']],
-    ['refuses a preload whose sql returns no SQL', { ...controlPlane, preload: { sql: () => ' ' } }, ['preload']],
-    [
-      'refuses a preload whose sql throws',
-      {
-        ...controlPlane,
-        preload: {
-          sql: () => {
-            throw new Error('no');
-          },
-        },
-      },
-      ['preload'],
-    ],
     ['refuses sends that is not an array', { ...controlPlane, sends: 'site.httpProxy' }, ['sends']],
     ['refuses a send that is not a dotted kind', { ...controlPlane, sends: ['proxy'] }, ['sends', 0]],
     [
@@ -111,7 +96,6 @@ describe('defineStep', () => {
     ['refuses an agent command that is not a kind name', { ...agent, command: 'Reboot' }, ['command']],
     ['refuses run on an agent step', { ...agent, run: noop }, ['run']],
     ['refuses relays on an agent step', { ...agent, relays: ['site'] }, ['relays']],
-    ['refuses a preload on an agent step', { ...agent, preload: { sql: () => '(SELECT 1)' } }, ['preload']],
     ['refuses sends on an agent step', { ...agent, sends: ['node.reboot'] }, ['sends']],
     ['refuses an await other than rejoin', { ...agent, await: 'reboot' }, ['await']],
     ['refuses a cleanup that is not an array', { ...controlPlane, cleanup: { use: 'media.eject' } }, ['cleanup']],
@@ -148,15 +132,6 @@ describe('defineStep', () => {
     });
     expect(renderAutoinstallIso.id).toBe('autoinstall.renderIso');
     expect(renderAutoinstallIso.extension).toBe('step');
-  });
-
-  it("accepts a control-plane step's preload and keeps it on the step", () => {
-    const preload = {
-      sql: ({ nodeId }: { nodeId: string }) => `(SELECT n.labels FROM nodes n WHERE n.id = ${nodeId})`,
-    };
-    const step = defineStep({ ...controlPlane, preload });
-    expect(step.preload).toBe(preload);
-    expect(STEP_DEFINITION_FIELDS).toContain('preload');
   });
 
   it('accepts the wait.talosReady step of the docs, with relays and sends', () => {

@@ -9,7 +9,6 @@ import { preloadScenarios } from './provision-engine/preload';
 import { profileStoreScenarios } from './provision-engine/profile-store';
 import { settleGuardScenarios } from './provision-engine/settle-guard';
 import { startScenarios } from './provision-engine/start';
-import { stepPreloadScenarios } from './provision-engine/step-preload';
 import { transitionScenarios } from './provision-engine/transitions';
 import { verbScenarios } from './provision-engine/verbs';
 import { BACKENDS } from './support/databases';
@@ -29,6 +28,5 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ name, create }) => {
   transitionScenarios(getLab);
   settleGuardScenarios(getLab);
   preloadScenarios(getLab);
-  stepPreloadScenarios(getLab);
   ownRequeueScenarios(getLab);
 });

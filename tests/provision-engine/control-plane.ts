@@ -42,7 +42,6 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
       batchId: 'bat_1',
       signalAborted: false,
       inside: 1,
-      hasPreloaded: false,
     });
   });
 

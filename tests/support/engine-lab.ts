@@ -63,8 +63,6 @@ export interface LabRecord {
   /** `lab.stubborn` ignores its signal and waits for this to be called; then it tries to send a command. */
   releaseStubborn: (() => void) | undefined;
   stubbornSend: 'sent' | 'refused' | undefined;
-  /** `lab.preloaded` asks to run again this many times before it succeeds. */
-  preloadedNotReady: number;
 }
 
 export const lab: LabRecord = {
@@ -82,7 +80,6 @@ export const lab: LabRecord = {
   dbFault: 'throw',
   releaseStubborn: undefined,
   stubbornSend: undefined,
-  preloadedNotReady: 0,
 };
 
 function record(action: string, ctx: { stepId: string; attempt: number; idempotencyKey: string; workflowId: string }) {
@@ -160,31 +157,8 @@ export const labSteps = [
         batchId: ctx.batchId ?? null,
         signalAborted: ctx.signal.aborted,
         inside,
-        // A step without a preload of its own sees none (not the reconciler's preload of the workflow).
-        hasPreloaded: 'preloaded' in ctx,
       });
       return { port: input.port };
-    },
-  }),
-  defineStep({
-    id: 'lab.preloaded',
-    runsOn: 'control-plane',
-    timeout: '1m',
-    retrySafe: true,
-    input: empty,
-    preload: {
-      sql: ({ workflowId, nodeId, stepKey, now }) =>
-        `(SELECT json_build_object('workflowId', ${workflowId}, 'nodeId', ${nodeId}, 'stepKey', ${stepKey},
-           'now', ${now}, 'nodeKind', n.kind) FROM nodes n WHERE n.id = ${nodeId})`,
-    },
-    async run(_input, ctx) {
-      record('lab.preloaded', ctx);
-      lab.contexts.push({ attempt: ctx.attempt, preloaded: ctx.preloaded });
-      if (lab.preloadedNotReady > 0) {
-        lab.preloadedNotReady -= 1;
-        throw stepNotReady(lab.waitMs ?? 1_000);
-      }
-      return { preloaded: 'preloaded' in ctx };
     },
   }),
   defineStep({
@@ -488,7 +462,6 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
         dbFault: 'throw',
         releaseStubborn: undefined,
         stubbornSend: undefined,
-        preloadedNotReady: 0,
       });
       state.siteId = await insertSite(db, {}, clock);
       state.nodeId = await insertNode(db, { siteId: state.siteId, labels: options.labels ?? {} }, clock);

@@ -230,29 +230,6 @@ export function connectedSiteAgentSql(
 }
 
 /**
- * {@link connectedSiteAgentSql} for a statement whose time is itself an SQL expression (`now`, a timestamptz, such as
- * a claim's or a preload's): the session counts as connected when seen within `staleAfterMs` before it.
- *
- * @example
- * ```ts
- * const agent = connectedSiteAgentAtSql('m.site_id', '$2::timestamptz');
- * ```
- */
-export function connectedSiteAgentAtSql(
-  site: string,
-  now: string,
-  staleAfterMs: number = DEFAULT_SESSION_STALE_AFTER_MS,
-): string {
-  if (!Number.isInteger(staleAfterMs) || staleAfterMs <= 0) {
-    throw new ComputeError('INVALID_INPUT', 'staleAfterMs must be a positive whole number', {
-      details: { path: ['staleAfterMs'] },
-    });
-  }
-  const stale = `(${now} - interval '${staleAfterMs} milliseconds')`;
-  return `SELECT n.id ${connectedSiteAgentsFrom(site, stale)} LIMIT 1`;
-}
-
-/**
  * The site agents (nodes of kind `site-agent`) of a site with a connected session: the boot-lease holder first, then
  * the others most recently seen first. One statement.
  *

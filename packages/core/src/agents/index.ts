@@ -1,6 +1,5 @@
 export {
   closeAgentSession,
-  connectedSiteAgentAtSql,
   connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
@@ -8,7 +7,6 @@ export {
   touchAgentSession,
 } from './agent-sessions';
 export { bootLeaseHolder } from './boot-leases';
-export { DEFAULT_SESSION_STALE_AFTER_MS } from './freshness';
 export { recordAgentSessionWakes } from './session-wakes';
 export {
   AGENT_ROLES,

@@ -1,6 +1,5 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
 import { defineStep } from '@better-compute/provision';
-import { machinePreload } from './machine-read';
 import { invokeDriver, machineForStep, relayed } from './relay';
 
 /**
@@ -38,7 +37,6 @@ export const setPower = defineStep({
   id: 'power.setPower',
   runsOn: 'control-plane',
   relays: ['site'],
-  preload: machinePreload({ keys: ['power'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -69,7 +67,6 @@ export const getPower = defineStep({
   id: 'power.getPower',
   runsOn: 'control-plane',
   relays: ['site'],
-  preload: machinePreload({ keys: ['power-state'] }),
   sends: ['driver.invoke'],
   timeout: '5m',
   retrySafe: true,
@@ -102,7 +99,6 @@ export const setBootDevice = defineStep({
   id: 'management.setBootDevice',
   runsOn: 'control-plane',
   relays: ['site'],
-  preload: machinePreload({ keys: ['boot-device'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -179,7 +175,6 @@ export const mediaInsert = defineStep({
   id: 'media.insert',
   runsOn: 'control-plane',
   relays: ['site'],
-  preload: machinePreload({ keys: ['media'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,
@@ -218,7 +213,6 @@ export const mediaEject = defineStep({
   id: 'media.eject',
   runsOn: 'control-plane',
   relays: ['site'],
-  preload: machinePreload({ keys: ['media'] }),
   sends: ['driver.invoke'],
   timeout: '10m',
   retrySafe: true,

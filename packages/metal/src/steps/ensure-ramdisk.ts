@@ -1,4 +1,5 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
+import { currentAgentSession } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import {
   awaitCommand,
@@ -8,7 +9,7 @@ import {
   stepCommandKey,
   stepNotReady,
 } from '@better-compute/provision';
-import { machinePreload, sentCommand } from './machine-read';
+import { sentCommand } from './machine-read';
 import { invokeDriver, type MetalMachine, machineForStep, RELAYED_COMMAND_POLL_MS, siteRelayAgent } from './relay';
 
 /** How long the join token of a ramdisk boot entry lives, unless the profile step says otherwise: one hour. */
@@ -139,10 +140,6 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
   if (open) throw stepNotReady(RELAYED_COMMAND_POLL_MS);
 }
 
-// What a pass reads (or the engine preloads): the machine with its MACs, the commands of each key and the session its
-// ramdisk would hold.
-const RAMDISK_READ = { keys: ['boot-device', 'power-cycle'], perMac: 'boot-entry:', session: true };
-
 /**
  * `metal.ensureRamdisk`: brings the machine up in the ramdisk, each command under its own key so a re-run (after a
  * crash, or while one is still open) skips what is done: a one-time PXE boot (`driver.invoke`
@@ -164,7 +161,6 @@ export const ensureRamdisk = defineStep({
   runsOn: 'control-plane',
   relays: ['site'],
   sends: ['driver.invoke', 'site.bootEntry'],
-  preload: machinePreload(RAMDISK_READ),
   timeout: '20m',
   retrySafe: true,
   input: manifest({
@@ -176,9 +172,11 @@ export const ensureRamdisk = defineStep({
   description:
     'PXE-boots the machine into the ramdisk (one-time boot device, boot entries, power cycle) and waits for it.',
   async run(input, ctx) {
-    // One read per pass (none when the engine preloaded it): the machine, its MACs, when the workflow started, every
-    // command this attempt sent and the machine's agent's session.
-    const machine = await machineForStep(ctx, 'metal.ensureRamdisk', RAMDISK_READ);
+    // One read per pass: the machine, its MACs, when the workflow started and every command this attempt sent.
+    const machine = await machineForStep(ctx, 'metal.ensureRamdisk', {
+      keys: ['boot-device', 'power-cycle'],
+      perMac: 'boot-entry:',
+    });
     const macs = machine.macs ?? [];
     if (macs.length === 0) {
       throw new ComputeError('INVALID_STATE', `machine ${machine.nodeId} has no MAC to PXE-boot`, {
@@ -200,16 +198,12 @@ export const ensureRamdisk = defineStep({
       agentNodeId,
     });
     const since = machine.workflowStartedAt ?? new Date(0);
-    const session = machine.session ?? null;
+    const session = await currentAgentSession(ctx.sql, machine.nodeId, { now: ctx.clock.now() });
     if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
       throw stepNotReady(RAMDISK_WAIT_MS);
     }
     // The ramdisk joined: its single-use token is spent, and no boot entry needs the others any more.
     await deleteBootEntrySecrets(ctx, machine, macs);
-    return {
-      bootId: session.bootId ?? undefined,
-      connectedAt: new Date(session.connectedAt).toISOString(),
-      macs: macs.length,
-    };
+    return { bootId: session.bootId, connectedAt: new Date(session.connectedAt).toISOString(), macs: macs.length };
   },
 });

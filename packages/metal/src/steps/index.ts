@@ -15,7 +15,6 @@ export { type DeployStepOptions, deployStep } from './deploy';
 export { metalBmcTarget } from './driver-target';
 export { ensureRamdisk, RAMDISK_TOKEN_TTL_SECONDS } from './ensure-ramdisk';
 export { INVENTORY_LABEL_KEYS, inspectCollect, MAX_MACHINE_ADDRESSES } from './inspect-collect';
-export { type MachineReadOptions, type MachineSession, machinePreload } from './machine-read';
 export {
   bmcPayloadOf,
   driverBinding,

@@ -1,12 +1,6 @@
 import { type Command, ComputeError, type Json } from '@better-compute/core';
-import {
-  type CommandRow,
-  commandFromJson,
-  connectedSiteAgentAtSql,
-  DEFAULT_SESSION_STALE_AFTER_MS,
-  toCommand,
-} from '@better-compute/core/kernel';
-import { type StepContext, type StepPreload, stepCommandKey } from '@better-compute/provision';
+import { type CommandRow, connectedSiteAgentSql, toCommand } from '@better-compute/core/kernel';
+import { type StepContext, stepCommandKey } from '@better-compute/provision';
 
 /** A machine's BMC as a site agent needs it: the address, the driver name and the reference to its credential. */
 export interface MachineBmc {
@@ -45,8 +39,6 @@ export interface MetalMachine {
   workflowStartedAt?: Date;
   /** The step's commands the read found, when it asked for any (`keys`, `perMac`). */
   sent?: RelaySent;
-  /** The machine's agent's connected session (null: none), when the read asked for it (`session`). */
-  session?: MachineSession | null;
 }
 
 /** What else {@link machineForStep} reads with the machine, in the same statement. */
@@ -57,15 +49,6 @@ export interface MachineReadOptions {
   perMac?: string;
   /** Read the machine's MACs. */
   macs?: boolean;
-  /** Read the machine's agent's current session (`session`). */
-  session?: boolean;
-}
-
-/** The machine's agent's connected session, as a relaying step waits on it (a ramdisk joining, an OS rejoining). */
-export interface MachineSession {
-  bootId: string | null;
-  role: string | null;
-  connectedAt: Date;
 }
 
 type MachineRow = Partial<CommandRow> & {
@@ -80,7 +63,6 @@ type MachineRow = Partial<CommandRow> & {
   macs: string[] | null;
   agent_tenant_id: string | null;
   connected_agent_id: string | null;
-  machine_session?: unknown;
 };
 
 /**
@@ -102,97 +84,20 @@ export function metalNode(ctx: StepContext, stepId: string): NonNullable<StepCon
 
 // The commands of this attempt under the keys asked for, on the site's agents only (the unique (node_id, key) index
 // finds each), with the agent's tenant; a row per command, or one with no command.
-function sentJoin(keys: string, perMac: string | undefined): string {
-  const macKeys = perMac ? ` || ARRAY(SELECT ${perMac} || x.mac FROM metal_macs x WHERE x.node_id = m.node_id)` : '';
+function sentJoin(perMac: boolean): string {
+  const macKeys = perMac ? ` || ARRAY(SELECT $4::text || x.mac FROM metal_macs x WHERE x.node_id = m.node_id)` : '';
   return `LEFT JOIN LATERAL (
        SELECT a.tenant_id AS agent_tenant_id, c.* FROM nodes a JOIN commands c ON c.node_id = a.id
-       WHERE a.site_id = m.site_id AND a.kind = 'site-agent' AND c.key = ANY(${keys}${macKeys})
+       WHERE a.site_id = m.site_id AND a.kind = 'site-agent' AND c.key = ANY($3::text[]${macKeys})
      ) c ON TRUE`;
-}
-
-const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
-
-/** The SQL expressions a machine read is made of: the node, the workflow, the step attempt's key base and the time. */
-interface MachineSqlRefs {
-  nodeId: string;
-  workflowId: string;
-  stepKey: string;
-  now: string;
-}
-
-// The machine's read as one statement of SQL expressions, so the same read runs as a query of its own or inside the
-// engine's workflow read (the step's preload).
-function machineSelectSql(refs: MachineSqlRefs, options: MachineReadOptions): string {
-  const keys = options.keys ?? [];
-  const readsSent = keys.length > 0 || options.perMac !== undefined;
-  const readsMacs = options.macs === true || options.perMac !== undefined;
-  const keyArray = `ARRAY[${keys.map((key) => `${refs.stepKey} || ${literal(`:${key}`)}`).join(', ')}]::text[]`;
-  const perMac = options.perMac === undefined ? undefined : `${refs.stepKey} || ${literal(`:${options.perMac}`)}`;
-  // Where a first command would go, read with the rest: a pass that sends needs no read of its own for it.
-  const connected = readsSent ? `, (${connectedSiteAgentAtSql('m.site_id', refs.now)}) AS connected_agent_id, c.*` : '';
-  const session = options.session
-    ? `, (SELECT json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)
-         FROM agent_sessions s WHERE s.node_id = m.node_id AND s.closed_at IS NULL
-           AND s.last_seen_at > (${refs.now} - interval '${DEFAULT_SESSION_STALE_AFTER_MS} milliseconds')
-         ORDER BY s.connected_at DESC, s.id DESC LIMIT 1) AS machine_session`
-    : '';
-  return `SELECT m.tenant_id AS machine_tenant_id, m.site_id AS machine_site_id, m.bmc_address, m.bmc_driver,
-            m.bmc_credential_ref, m.addresses, w.document->'drivers' AS drivers,
-            COALESCE(w.started_at, w.created_at) AS workflow_started_at,
-            ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs
-            ${session}${connected}
-     FROM metal_machines m LEFT JOIN workflows w ON w.id = ${refs.workflowId}
-     ${readsSent ? sentJoin(keyArray, perMac) : ''}
-     WHERE m.node_id = ${refs.nodeId}`;
-}
-
-// What a preload read, tagged with the options it read for: a run that asks for something else reads for itself.
-const readTag = (options: MachineReadOptions) =>
-  JSON.stringify([options.keys ?? [], options.perMac ?? null, options.macs === true, options.session === true]);
-
-/**
- * The step preload of a relaying step (its `preload`): the same read {@link machineForStep} makes with `options`,
- * made by the engine with the workflow (mostly by the worker's claim), so the step's run starts without a read.
- *
- * @example
- * ```ts
- * defineStep({ id: 'power.setPower', preload: machinePreload({ keys: ['power'] }), async run(input, ctx) {
- *   const machine = await machineForStep(ctx, 'power.setPower', { keys: ['power'] }); // no round trip
- * } });
- * ```
- */
-export function machinePreload(options: MachineReadOptions = {}): StepPreload {
-  const tag = literal(readTag(options));
-  return {
-    sql: (refs) =>
-      `(SELECT json_build_object('read', ${tag}::text, 'rows', json_agg(to_jsonb(r))) FROM (${machineSelectSql(refs, options)}) r)`,
-  };
-}
-
-// A run takes its preload once: a second read in the same run (after a send) must see what the run wrote.
-const preloadTaken = new WeakSet<StepContext>();
-
-function preloadedRows(ctx: StepContext, options: MachineReadOptions): Record<string, unknown>[] | undefined {
-  const value = ctx.preloaded as { read?: unknown; rows?: unknown } | null | undefined;
-  if (preloadTaken.has(ctx) || typeof value !== 'object' || value === null) return undefined;
-  if (value.read !== readTag(options) || !Array.isArray(value.rows) || value.rows.length === 0) return undefined;
-  const rows = (value.rows as Record<string, unknown>[]).map((r) => ({
-    ...r,
-    ...(typeof r.id === 'string' ? { command: commandFromJson(r) } : {}),
-  }));
-  // A command the JSON could not carry faithfully: read for real.
-  if (rows.some((r) => 'command' in r && r.command === undefined)) return undefined;
-  preloadTaken.add(ctx);
-  return rows;
 }
 
 /**
  * Reads the workflow's machine from `metal_machines` (its BMC, site, owner and known addresses) with the pinned
  * profile's `drivers`, in one statement; with `options`, the same statement also reads the machine's MACs, when the
- * workflow started, its agent's current session, and the commands this step attempt already sent under the keys it
- * names, so a relaying step's pass is one read whatever it sent. A step whose `preload` is
- * `machinePreload(options)` makes no read at all when the engine preloaded it. A node metal does not know is
- * INVALID_STATE (`reason: 'not-enrolled'`): only an enrolled or adopted machine has a BMC to drive.
+ * workflow started, and the commands this step attempt already sent under the keys it names, so a relaying step's
+ * pass is one read whatever it sent. A node metal does not know is INVALID_STATE (`reason: 'not-enrolled'`): only an
+ * enrolled or adopted machine has a BMC to drive.
  *
  * @example
  * ```ts
@@ -209,25 +114,23 @@ export async function machineForStep(
   const keys = [...(options.keys ?? [])];
   const readsSent = keys.length > 0 || options.perMac !== undefined;
   const readsMacs = options.macs === true || options.perMac !== undefined;
-  let rows: (MachineRow & { command?: Command })[] | undefined = preloadedRows(ctx, options) as
-    | (MachineRow & { command?: Command })[]
-    | undefined;
-  if (!rows) {
-    // The key base and the time bound only when the read names them: a parameter no statement names has no type.
-    const usesNow = readsSent || options.session === true;
-    const params: unknown[] = [node.id, ctx.workflowId];
-    const refs = {
-      nodeId: '$1',
-      workflowId: '$2',
-      stepKey: readsSent ? `$${params.push(stepCommandKey(ctx))}::text` : 'NULL::text',
-      now: usesNow ? `$${params.push(ctx.clock.now())}::timestamptz` : 'NULL::timestamptz',
-    };
-    const result = await ctx.sql.query<MachineRow>(machineSelectSql(refs, options), params);
-    rows = result.rows.map((r) => ({
-      ...r,
-      ...(typeof r.id === 'string' ? { command: toCommand(r as MachineRow & CommandRow) } : {}),
-    }));
-  }
+  const params: unknown[] = [node.id, ctx.workflowId];
+  const bind = (value: unknown) => `$${params.push(value)}`;
+  if (readsSent) params.push(keys.map((key) => stepCommandKey(ctx, key)));
+  if (options.perMac !== undefined) params.push(stepCommandKey(ctx, options.perMac));
+  // Where a first command would go, read with the rest: a pass that sends needs no read of its own for it.
+  const connected = readsSent ? connectedSiteAgentSql('m.site_id', { now: ctx.clock.now() }, bind) : undefined;
+  const { rows } = await ctx.sql.query<MachineRow>(
+    `SELECT m.tenant_id AS machine_tenant_id, m.site_id AS machine_site_id, m.bmc_address, m.bmc_driver,
+            m.bmc_credential_ref, m.addresses, w.document->'drivers' AS drivers,
+            COALESCE(w.started_at, w.created_at) AS workflow_started_at,
+            ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs
+            ${connected ? `, (${connected}) AS connected_agent_id, c.*` : ''}
+     FROM metal_machines m LEFT JOIN workflows w ON w.id = $2
+     ${readsSent ? sentJoin(options.perMac !== undefined) : ''}
+     WHERE m.node_id = $1`,
+    params,
+  );
   const row = rows[0];
   if (!row) {
     throw new ComputeError(
@@ -250,35 +153,20 @@ export async function machineForStep(
     ...(macs ? { macs } : {}),
   };
   if (readsMacs || readsSent) machine.workflowStartedAt = new Date(row.workflow_started_at ?? 0);
-  if (options.session) machine.session = machineSession(row.machine_session);
   if (readsSent) {
-    const found = rows.filter((r) => r.command !== undefined);
+    const found = rows.filter((r) => typeof r.id === 'string') as (MachineRow & CommandRow)[];
     const commands = found
-      .map((r) => r.command as Command)
+      .map((r) => toCommand(r))
       .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.id.localeCompare(b.id));
     const perMac = options.perMac;
     machine.sent = {
       keys: new Set([...keys, ...(perMac === undefined ? [] : (macs ?? []).map((mac) => `${perMac}${mac}`))]),
       commands,
-      agentTenants: new Map(
-        found.map((r) => [(r.command as Command).nodeId, r.agent_tenant_id ?? row.machine_tenant_id]),
-      ),
+      agentTenants: new Map(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
       connectedAgentId: row.connected_agent_id ?? undefined,
     };
   }
   return machine;
-}
-
-function machineSession(value: unknown): MachineSession | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const raw = value as { bootId?: unknown; role?: unknown; connectedAt?: unknown };
-  const connectedAt = new Date(raw.connectedAt as string);
-  if (Number.isNaN(connectedAt.getTime())) return null;
-  return {
-    bootId: typeof raw.bootId === 'string' ? raw.bootId : null,
-    role: typeof raw.role === 'string' ? raw.role : null,
-    connectedAt,
-  };
 }
 
 /**

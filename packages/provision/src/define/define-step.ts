@@ -32,7 +32,6 @@ export const STEP_DEFINITION_FIELDS = Object.freeze([
   'run',
   'relays',
   'sends',
-  'preload',
   'command',
   'await',
   'cleanup',
@@ -71,22 +70,6 @@ function checkControlPlane(fields: Fields): void {
       }
     });
   }
-  if (fields.preload !== undefined) checkPreload(fields.preload);
-}
-
-const SAMPLE_PRELOAD_REFS = { workflowId: 'w.id', nodeId: 'w.node_id', stepKey: "'wf:x:main.0#0'", now: 'now()' };
-
-function checkPreload(preload: unknown): void {
-  const build = isPlainObject(preload) ? preload.sql : undefined;
-  let sample: unknown;
-  try {
-    sample = typeof build === 'function' ? build(SAMPLE_PRELOAD_REFS) : undefined;
-  } catch {
-    sample = undefined;
-  }
-  if (typeof sample !== 'string' || sample.trim() === '') {
-    refuseConfig('preload must be { sql(refs) } returning an SQL expression', ['preload']);
-  }
 }
 
 function checkAgent(fields: Fields): void {
@@ -103,8 +86,6 @@ function checkAgent(fields: Fields): void {
     refuseConfig('sends is for control-plane steps; an agent step sends the kind its command names', ['sends']);
   }
   if (fields.await !== undefined) checkOneOf(fields.await, ['rejoin'], ['await'], 'await');
-  if (fields.preload !== undefined)
-    refuseConfig('preload is for control-plane steps; an agent step reads nothing', ['preload']);
 }
 
 function checkStepDefinition(definition: unknown): asserts definition is StepDefinition {

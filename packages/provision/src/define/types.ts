@@ -74,43 +74,6 @@ export interface StepContext extends ModuleContext {
   readonly deadline: Date;
   /** Accepted but discarded for control-plane steps today. */
   emit(progress: Json): void;
-  /**
-   * What the step's own `preload` read for this run, with its workflow (see {@link StepPreload}); absent when it read
-   * nothing (no preload, a step that is neither in flight nor next, a read that could not include it): then the step
-   * reads for itself.
-   */
-  readonly preloaded?: unknown;
-}
-
-/**
- * The SQL expressions a {@link StepPreload} is built from: the workflow's id, its node's id (NULL for a workflow
- * without a node), the step attempt's command-key base (`wf:<workflowId>:<stepId>#<attempt>`, what `stepCommandKey`
- * returns without a key) and the time by the engine's clock (a timestamptz; use it, not the database's `now()`). They
- * name columns of a derived table aliased `preload_step`: a preload's SQL may use any other alias.
- */
-export interface StepPreloadRefs {
-  readonly workflowId: string;
-  readonly nodeId: string;
-  readonly stepKey: string;
-  readonly now: string;
-}
-
-/**
- * A read the engine makes for a control-plane step in the statement that reads its workflow (the worker's claim, most
- * of the time), so the step's run starts without a round trip of its own. `sql(refs)` returns a scalar SQL expression
- * (a parenthesised subquery, typically) of the {@link StepPreloadRefs}; its value reaches `run` as `ctx.preloaded`,
- * converted by `to_json`. It is read for the step in flight and for the next one to start, before the run, like any
- * unlocked read; it must not write and must not fail (one that fails is turned off, and the step reads for itself).
- *
- * @example
- * ```ts
- * const preload: StepPreload = {
- *   sql: ({ nodeId }) => `(SELECT json_build_object('address', m.address) FROM acme_machines m WHERE m.node_id = ${nodeId})`,
- * };
- * ```
- */
-export interface StepPreload {
-  readonly sql: (refs: StepPreloadRefs) => string;
 }
 
 /** The input schema of a step: a manifest or any Standard Schema. */
@@ -151,8 +114,6 @@ export interface ControlPlaneStepDefinition<S extends StepInputSchema = StepInpu
   readonly relays?: readonly AgentPlace[];
   /** Every dotted command kind `run` may enqueue; any other is INVALID_CONFIG. */
   readonly sends?: readonly string[];
-  /** What the engine reads for `run` with the workflow (`ctx.preloaded`); see {@link StepPreload}. */
-  readonly preload?: StepPreload;
 }
 
 /**

@@ -1,11 +1,11 @@
-import { isSqlError, type ModuleContext, type Reconciler } from '@better-compute/core';
+import type { ModuleContext, Reconciler } from '@better-compute/core';
 import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget } from '../define/types';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
-import { runControlPlaneStep, transientSqlError } from './run-step';
+import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { TransientBackoff } from './transient-backoff';
 import type { EngineEnv } from './transitions';
@@ -66,40 +66,17 @@ export function workflowReconciler(
   driverTargets: readonly DriverTarget[] = [],
 ): Reconciler {
   const transient = new TransientBackoff();
-  // Off for good once a read with the steps' preloads failed other than transiently (a plugin's preload SQL that does
-  // not hold): steps then read for themselves.
-  let readStepPreloads = true;
-  const read = async (ctx: ModuleContext, key: string): Promise<LoadedWorkflow | undefined> => {
-    if (!readStepPreloads) return readActiveWorkflow(ctx.sql, key);
-    try {
-      return await readActiveWorkflow(ctx.sql, key, { steps, now: ctx.clock.now() });
-    } catch (error) {
-      const sqlError = transientSqlError(error) ? undefined : isSqlError(error) ? error : undefined;
-      if (!sqlError) throw error;
-      readStepPreloads = false;
-      ctx.log.error("a step's preload failed; steps read for themselves from now on", {
-        sqlReason: sqlError.reason,
-        sqlState: sqlError.sqlState ?? null,
-      });
-      return readActiveWorkflow(ctx.sql, key);
-    }
-  };
   const reconcile = async (key: string, ctx: ModuleContext) => {
     const env: EngineEnv = { ctx, steps, configUnits, driverTargets };
     // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
     // undefined when it must read it again, null when there is none.
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
-    // What the steps' preloads read with the workflow, until a step's run takes its own.
-    let stepPreloads = new Map(snapshot?.stepPreloads ?? []);
     let run: EndedRun | undefined;
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
     let stageCommands = true;
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
-      if (snapshot === undefined) {
-        snapshot = (await read(ctx, key)) ?? null;
-        stepPreloads = new Map(snapshot?.stepPreloads ?? []);
-      }
+      if (snapshot === undefined) snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
       if (snapshot === null) return undefined;
       const now = ctx.clock.now();
       const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
@@ -143,10 +120,7 @@ export function workflowReconciler(
       if (decision.kind === 'run') {
         const { request } = decision;
         const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
-        const preloaded = stepPreloads.get(request.stepId);
-        stepPreloads.delete(request.stepId);
-        const own = preloaded?.attempt === request.attempt ? { value: preloaded.value } : undefined;
-        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), own);
+        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey));
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
         if (outcome.kind !== 'transient') transient.clear(attemptKey);
         if (outcome.kind === 'not-ready' || outcome.kind === 'transient') {
@@ -160,6 +134,5 @@ export function workflowReconciler(
   };
   // The claim reads the workflow with the item, so a pass on a command's result starts planning at once; and it makes
   // the looks of a waiting agent step whose command is still open itself.
-  const preload = { sql: (key: string, now: string) => activeWorkflowPreloadSql(key, now, steps) };
-  return Object.assign(reconcile, { preload, park: { sql: commandParkSql } });
+  return Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql }, park: { sql: commandParkSql } });
 }

@@ -76,7 +76,7 @@ function failure(error: unknown, ctx: ModuleContext, request: RunRequest): RunOu
 
 /**
  * Runs a control-plane step outside any transaction: checks it is registered here and its input still passes, then
- * calls `run` with its context (and what its preload read, if given) and an AbortSignal aborted at the deadline. A step that throws `stepNotReady(ms)` asks
+ * calls `run` with its context and an AbortSignal aborted at the deadline. A step that throws `stepNotReady(ms)` asks
  * to run again; a result must be JSON.
  *
  * @example
@@ -89,7 +89,6 @@ export async function runControlPlaneStep(
   steps: StepRegistry,
   request: RunRequest,
   transientDelayMs: (reason: SqlError['reason']) => number = () => 1_000,
-  preloaded?: { value: unknown },
 ): Promise<RunOutcome> {
   const definition = steps.get(request.action);
   if (definition?.runsOn !== 'control-plane') {
@@ -121,7 +120,7 @@ export async function runControlPlaneStep(
   aborted.catch(() => undefined);
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
-    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, preloaded);
+    const stepCtx = buildStepContext(ctx, request, definition.sends, signal);
     const value = (await Promise.race([definition.run(input, stepCtx), aborted])) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {

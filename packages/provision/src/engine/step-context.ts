@@ -74,8 +74,7 @@ function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
 }
 
 /**
- * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates, and
- * what the step's preload read for this run (`preloaded`), if it did.
+ * Builds the context a control-plane step's `run` receives: the module context plus the workflow's coordinates.
  *
  * @example
  * ```ts
@@ -87,12 +86,9 @@ export function buildStepContext(
   request: RunRequest,
   sends: readonly string[] | undefined,
   signal: AbortSignal,
-  preloaded?: { value: unknown },
 ): StepContext {
-  // The reconciler's own preload (the workflow) is not the step's: a step sees only what its `preload` read.
-  const { preloaded: _workflow, ...base } = ctx;
   return {
-    ...base,
+    ...ctx,
     commands: stepCommands(ctx.commands, request, sends, signal),
     ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
@@ -106,6 +102,5 @@ export function buildStepContext(
     ...(request.batchId ? { batchId: request.batchId } : {}),
     ...(request.node ? { node: request.node } : {}),
     ...(sends ? { sends } : {}),
-    ...(preloaded ? { preloaded: preloaded.value } : {}),
   };
 }

@@ -3,8 +3,6 @@ import { joinNodeSql, nodeColumnSql } from '@better-compute/core/nodes';
 import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
-import { parseStepPreloads, type StepPreloaded, stepPreloadsColumn } from './step-preloads';
-import type { StepRegistry } from './step-registry';
 
 /** The error a failed step records, and (prefixed with the step) the workflow's own error. */
 export interface StepError {
@@ -143,15 +141,11 @@ export interface InFlightCommand {
   notAfter: Date;
 }
 
-/**
- * A workflow with all its steps in the order they run, the command its waiting step sent (if any), and what the
- * steps' preloads read with it (see `stepPreloadsColumn`; only as first read, not carried past a transition).
- */
+/** A workflow with all its steps in the order they run, and the command its waiting step sent (if any). */
 export interface LoadedWorkflow {
   workflow: WorkflowRecord;
   steps: StepRecord[];
   inFlightCommand?: InFlightCommand;
-  stepPreloads?: ReadonlyMap<string, StepPreloaded>;
 }
 
 function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefined {
@@ -172,8 +166,8 @@ function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefin
 const NODE_COLUMNS = `${nodeColumnSql('id', 'n')} IS NOT NULL AS node_exists, ${nodeColumnSql('siteId', 'n')} AS node_site_id,
   ${nodeColumnSql('poolId', 'n')} AS node_pool_id, ${nodeColumnSql('labels', 'n')} AS node_labels`;
 const NODE_JOIN = joinNodeSql('n', 'w.node_id');
-const selectWorkflowFrom = (source: string, extra = '') => `
-SELECT w.*, ${NODE_COLUMNS}${extra},
+const selectWorkflowFrom = (source: string) => `
+SELECT w.*, ${NODE_COLUMNS},
   (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
   (SELECT json_build_object('id', c.id, 'kind', c.kind, 'state', c.state, 'reason', c.reason,
      'result', encode(c.result, 'base64'), 'notAfter', c.not_after)
@@ -187,49 +181,40 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
   const row = rows[0];
   if (!row) return undefined;
   const inFlightCommand = toInFlightCommand(row.in_flight_command as Raw | null);
-  const stepPreloads = parseStepPreloads(row.step_preloads);
   return {
     workflow: toWorkflow(row),
     steps: (row.steps as Raw[]).map(toStep),
     ...(inFlightCommand ? { inFlightCommand } : {}),
-    ...(stepPreloads ? { stepPreloads } : {}),
   };
 }
 
 /**
  * Reads the active workflow of a reconciler key without locking it: what the reconciler plans its next transitions
- * from, writing them only while the revision it read is still current (see `commitPlan`). With `preloads`, the
- * preloads of its steps in flight and next are read with it, at `preloads.now`.
+ * from, writing them only while the revision it read is still current (see `commitPlan`).
  *
  * @example
  * ```ts
  * const snapshot = await readActiveWorkflow(ctx.sql, nodeId);
  * ```
  */
-export async function readActiveWorkflow(
-  sql: SqlExecutor,
-  key: string,
-  preloads?: { steps: StepRegistry; now: Date },
-): Promise<LoadedWorkflow | undefined> {
-  const extra = preloads ? stepPreloadsColumn(preloads.steps, '$2::timestamptz') : '';
-  const text = selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey('$1')})`, extra);
-  const { rows } = await sql.query<Raw>(text, extra ? [key, preloads?.now] : [key]);
+export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise<LoadedWorkflow | undefined> {
+  const { rows } = await sql.query<Raw>(selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey('$1')})`), [
+    key,
+  ]);
   return loaded(rows);
 }
 
 /**
  * What {@link readActiveWorkflow} reads, as one JSON value (null when the key has no active workflow): the `workflow`
- * reconciler's preload, read by the worker's claim in its own statement. `key` and `now` are SQL expressions; with
- * `steps`, the steps' preloads are read too.
+ * reconciler's preload, read by the worker's claim in its own statement. `key` is the SQL expression of the key.
  *
  * @example
  * ```ts
- * const preload = { sql: (key: string, now: string) => activeWorkflowPreloadSql(key, now, steps) };
+ * const reconciler = Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql } });
  * ```
  */
-export function activeWorkflowPreloadSql(key: string, now?: string, steps?: StepRegistry): string {
-  const extra = now ? stepPreloadsColumn(steps, now) : '';
-  return `(SELECT to_json(x) FROM (${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey(key)})`, extra)}) x)`;
+export function activeWorkflowPreloadSql(key: string): string {
+  return `(SELECT to_json(x) FROM (${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey(key)})`)}) x)`;
 }
 
 /**

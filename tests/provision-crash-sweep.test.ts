@@ -13,7 +13,9 @@ describe.each(BACKENDS)('a worker crashed at every transaction boundary ($name)'
       const reference = await runWithCrash(scratch.db, undefined);
       expect(reference.crashed).toBe(false);
       expect(reference.outcome.state).toBe('failed');
-      expect(reference.boundaries).toBeGreaterThan(20);
+      // Enough boundaries to cross every kind of write the scenario makes (each send held to the end of its pass
+      // and written with the requeue made the count drop from 21 to 20; it only has to stay far from trivial).
+      expect(reference.boundaries).toBeGreaterThanOrEqual(15);
       const types = reference.outcome.events.map((e) => e.type);
       expect([types[0], types.at(-1)]).toEqual(['workflow.created', 'workflow.failed']);
       const keys = reference.outcome.commands.map((c) => c.key);

@@ -139,6 +139,8 @@ interface Figures {
   wallS: number;
   commands: number;
   counts: QueryCounts;
+  /** By statement label: the milliseconds the engine waited for its answers during the run. */
+  busyMs: Map<string, number>;
   apiCounts: QueryCounts;
   sent: number[];
   /** The result→next latencies of results after the warm-up (BENCH_WARMUP_S): the steady figure. */
@@ -219,6 +221,7 @@ async function measure(workers: number): Promise<Figures> {
 
     console.error(`${what}: running`);
     const before = snapshot(counting.counts);
+    const busyBefore = new Map(counting.busyMs);
     const apiBefore = snapshot(apiCounting.counts);
     const cpuBefore = process.cpuUsage();
     const ticksBefore = cpuTicks();
@@ -295,6 +298,7 @@ async function measure(workers: number): Promise<Figures> {
       await sleep(200);
     }
     const counts = since(counting.counts, before);
+    const busyMs = new Map([...counting.busyMs].map(([label, ms]) => [label, ms - (busyBefore.get(label) ?? 0)]));
     const apiCounts = since(apiCounting.counts, apiBefore);
     const cpu = process.cpuUsage(cpuBefore);
     const ticks = cpuTicks();
@@ -344,6 +348,7 @@ async function measure(workers: number): Promise<Figures> {
       wallS: wallMs / 1000,
       commands: commandRows.length,
       counts,
+      busyMs,
       apiCounts,
       sent,
       steady,
@@ -615,7 +620,11 @@ for (const { figures: f } of results) {
         `${over ? fmt((slow / over) * 100, 0) : 0} % of the slow | ${steadyPart}`,
     );
   }
-  console.log(`  round trips per step by statement (${f.steps} steps):`);
+  console.log(`  round trips per step by statement, and the ms waited for them per step (${f.steps} steps):`);
   const top = [...f.counts.byText.entries()].filter(([, n]) => n / f.steps >= 0.01).sort((a, b) => b[1] - a[1]);
-  for (const [text, n] of top) console.log(`    ${fmt(n / f.steps, 2).padStart(6)}  ${text}`);
+  // Beside each count, the time the engine waited for those answers per step: where the database's time goes.
+  for (const [text, n] of top) {
+    const ms = (f.busyMs.get(text) ?? 0) / f.steps;
+    console.log(`    ${fmt(n / f.steps, 2).padStart(6)}  ${fmt(ms, 2).padStart(7)} ms  ${text}`);
+  }
 }

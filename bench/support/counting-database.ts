@@ -62,6 +62,8 @@ export interface CountingDatabase extends SqlDatabase {
    * commit by the client, i.e. when the command became visible to agents.
    */
   readonly sentAt: Map<string, number>;
+  /** By statement label (as in `counts.byText`): the milliseconds spent waiting for its answers, all told. */
+  readonly busyMs: Map<string, number>;
 }
 
 const INSERTS_COMMAND = /\bINSERT INTO commands\b/;
@@ -118,11 +120,22 @@ function factsOf(text: string): TextFacts {
 export function countingDatabase(db: SqlDatabase): CountingDatabase {
   const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, autocommits: 0, byText: new Map() };
   const sentAt = new Map<string, number>();
+  const busyMs = new Map<string, number>();
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
-  const query = <R = Row>(target: SqlExecutor, text: string, params?: readonly unknown[]): Promise<QueryResult<R>> => {
+  const query = async <R = Row>(
+    target: SqlExecutor,
+    text: string,
+    params?: readonly unknown[],
+  ): Promise<QueryResult<R>> => {
     counts.statements += 1;
-    bump(factsOf(text).label);
-    return target.query<R>(text, params);
+    const { label } = factsOf(text);
+    bump(label);
+    const started = performance.now();
+    try {
+      return await target.query<R>(text, params);
+    } finally {
+      busyMs.set(label, (busyMs.get(label) ?? 0) + performance.now() - started);
+    }
   };
   const wrapTx = (tx: SqlExecutor, inserted: string[]): SqlExecutor => ({
     query: (text, params) => {
@@ -141,6 +154,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     },
     counts,
     sentAt,
+    busyMs,
     async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const facts = factsOf(text);
       if (facts.commitsOnItsOwn) counts.autocommits += 1;

@@ -1,6 +1,6 @@
 import { ENGINE_DEFAULTS } from 'better-compute/provision';
 import { expect, it } from 'vitest';
-import type { EngineLab } from '../support/engine-lab';
+import { type EngineLab, lab as record } from '../support/engine-lab';
 import { firstOfTwoAnswered, workflowReconciler } from './direct-pass';
 
 interface ItemRow {
@@ -48,5 +48,31 @@ export function ownRequeueScenarios(getLab: () => EngineLab) {
     const row = await workflowItem(lab);
     expect(row?.claimed_by).toBe('test');
     expect(row?.not_before.getTime()).toBeLessThanOrEqual(lab.clock.now().getTime());
+  });
+
+  it("writes a relaying step's last send and its pass's requeue in one statement", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-relay-own-requeue', steps: [{ use: 'lab.relay', on: 'site' }] });
+    const ctx = { ...lab.compute.context, item: { kind: 'workflow', key: lab.nodeId } };
+    const result = await workflowReconciler(lab)(lab.nodeId, ctx);
+    expect(result).toEqual({ requeueAfterMs: ENGINE_DEFAULTS.commandStepPollMs, requeueWritten: true });
+    const pollAt = lab.clock.now().getTime() + ENGINE_DEFAULTS.commandStepPollMs;
+    // Nobody recorded the pass (the reconciler was called directly): the statement that sent the command did.
+    expect(await workflowItem(lab)).toEqual({ not_before: new Date(pollAt), claimed_by: null });
+    const { rows } = await lab.db.query<{ state: string; workflow_id: string }>(
+      'SELECT state, workflow_id FROM commands',
+    );
+    expect(rows).toEqual([{ state: 'pending', workflow_id: id }]);
+  });
+
+  it("writes a held send before the run's next statement and before its next send", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    const id = await lab.start({ id: 'lab-send-then-read', steps: [{ use: 'lab.sendThenRead', on: 'site' }] });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({ state: 'succeeded', result: { seen: 2 } });
+    // The first run's read saw both sends: neither was still held when it ran.
+    expect(record.contexts[0]).toEqual({ seen: ['a', 'b'] });
   });
 }

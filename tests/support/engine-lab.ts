@@ -278,6 +278,33 @@ export const labSteps = [
     },
   }),
   defineStep({
+    id: 'lab.sendThenRead',
+    runsOn: 'control-plane',
+    relays: ['site'],
+    sends: ['lab.wipe'],
+    timeout: '20m',
+    retrySafe: true,
+    input: empty,
+    async run(_input, ctx) {
+      record('lab.sendThenRead', ctx);
+      const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
+      if (!agent) throw stepNotReady(2_000);
+      const input = { nodeId: agent.nodeId, kind: 'lab.wipe', payload: {}, targetNodeId: ctx.node!.id };
+      // Two sends, then a read of what they wrote: each must be in the database before what follows it.
+      const sends = await Promise.allSettled([
+        awaitCommand(ctx, { ...input, key: 'a' }),
+        awaitCommand(ctx, { ...input, key: 'b' }),
+      ]);
+      const { rows } = await ctx.sql.query<{ key: string }>(
+        'SELECT key FROM commands WHERE workflow_id = $1 ORDER BY key',
+        [ctx.workflowId],
+      );
+      lab.contexts.push({ seen: rows.map((r) => r.key.split(':').at(-1)) });
+      if (sends.some((s) => s.status === 'rejected')) throw stepNotReady(2_000);
+      return { seen: rows.length };
+    },
+  }),
+  defineStep({
     id: 'lab.undeclared',
     runsOn: 'control-plane',
     sends: ['lab.ping'],

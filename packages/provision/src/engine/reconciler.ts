@@ -5,6 +5,7 @@ import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget } from '../define/types';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
+import { RunGate } from './run-gate';
 import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { TransientBackoff } from './transient-backoff';
@@ -120,13 +121,22 @@ export function workflowReconciler(
       if (decision.kind === 'run') {
         const { request } = decision;
         const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
-        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey));
+        const gate = new RunGate(ctx);
+        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate);
+        if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
         if (outcome.kind !== 'transient') transient.clear(attemptKey);
         if (outcome.kind === 'not-ready' || outcome.kind === 'transient') {
-          // Nothing to settle: the step stays running and runs again after the delay, never past its deadline.
-          return requeueAt(ctx, Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime()));
+          // Nothing to settle: the step stays running and runs again after the delay, never past its deadline. Its
+          // last send, held, is written with that requeue when the pass's item is the workflow's own.
+          const at = Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime());
+          const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
+          const sent = await gate.finish(ownItem ? new Date(at) : undefined);
+          if (sent === 'retry') return { requeueAfterMs: 0 };
+          return { ...requeueAt(ctx, at), ...(sent === 'requeued' ? { requeueWritten: true } : {}) };
         }
+        // A send held by a run that then ended is written before the run is settled.
+        await gate.finish(undefined);
         run = { request, outcome };
       }
     }

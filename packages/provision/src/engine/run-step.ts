@@ -10,6 +10,7 @@ import {
 import { checkJson } from '@better-compute/core/checks';
 import { stepDeadlines } from './deadline-watch';
 import type { RunRequest } from './decision';
+import type { RunGate } from './run-gate';
 import { buildStepContext } from './step-context';
 import { isStepNotReady } from './step-not-ready';
 import type { StepRegistry } from './step-registry';
@@ -89,6 +90,7 @@ export async function runControlPlaneStep(
   steps: StepRegistry,
   request: RunRequest,
   transientDelayMs: (reason: SqlError['reason']) => number = () => 1_000,
+  gate?: RunGate,
 ): Promise<RunOutcome> {
   const definition = steps.get(request.action);
   if (definition?.runsOn !== 'control-plane') {
@@ -120,7 +122,7 @@ export async function runControlPlaneStep(
   aborted.catch(() => undefined);
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
-    const stepCtx = buildStepContext(ctx, request, definition.sends, signal);
+    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, gate);
     const value = (await Promise.race([definition.run(input, stepCtx), aborted])) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {
@@ -151,6 +153,8 @@ export async function runControlPlaneStep(
     }
     return failure(error, ctx, request);
   } finally {
+    // A run the engine stopped waiting for writes nothing it held (it may go on in the background).
+    if (signal.aborted) gate?.close();
     unwatch();
     stopping?.removeEventListener('abort', onStop);
     if (onAbort) signal.removeEventListener('abort', onAbort);

@@ -9,6 +9,7 @@ import type { CommandStaging } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
+import type { RunGate } from './run-gate';
 
 /**
  * The command queue a step sees: every command it enqueues (or stages for a one-statement send) carries the workflow,
@@ -20,7 +21,8 @@ function stepCommands(
   request: RunRequest,
   sends: readonly string[] | undefined,
   signal: AbortSignal,
-): CommandQueue & Partial<CommandStaging> {
+  gate: RunGate | undefined,
+): StepCommandQueue {
   const own = (command: NewCommand): NewCommand => {
     // The engine stopped waiting for this run (its deadline passed, or the worker is stopping): whatever it still
     // does, it sends nothing, since a later attempt may already send under its own key.
@@ -51,8 +53,19 @@ function stepCommands(
     enqueue: async (tx, command) => commands.enqueue(tx, own(command)),
     // Staging checks the same and adds the same, so a send that commits by one statement is the enqueue it replaces.
     ...(stage ? { stage: async (command: NewCommand) => stage(own(command)) } : {}),
+    ...(gate ? { hold: async (command: NewCommand) => gate.hold(own(command)) } : {}),
   };
 }
+
+/**
+ * The command queue a step's context carries: with `hold` when the engine can write the step's last send with the
+ * end of its pass (see `RunGate`); `awaitCommand` uses it.
+ */
+export type StepCommandQueue = CommandQueue &
+  Partial<CommandStaging> & {
+    /** Holds `command` to be written by the run's next statement or its end; false when it must be sent now. */
+    hold?: (command: NewCommand) => Promise<boolean>;
+  };
 
 /**
  * The PKI port a step sees: a `provisioned` join token it mints for its workflow's tenant without naming a node
@@ -86,10 +99,13 @@ export function buildStepContext(
   request: RunRequest,
   sends: readonly string[] | undefined,
   signal: AbortSignal,
+  gate?: RunGate,
 ): StepContext {
   return {
     ...ctx,
-    commands: stepCommands(ctx.commands, request, sends, signal),
+    // Every statement of the run writes its held send first, so the run's writes keep their order.
+    ...(gate ? { sql: gate.guard(ctx.sql) } : {}),
+    commands: stepCommands(ctx.commands, request, sends, signal, gate),
     ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
     stepId: request.stepId,

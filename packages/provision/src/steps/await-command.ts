@@ -1,7 +1,8 @@
 import { type Command, ComputeError, type Json, type NewCommand } from '@better-compute/core';
-import { addMs, type CommandStaging, commit, isCommandDue } from '@better-compute/core/kernel';
+import { addMs, commit, isCommandDue } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
+import type { StepCommandQueue } from '../engine/step-context';
 import { stepNotReady } from '../engine/step-not-ready';
 import { stepCommandKey } from './step-command-key';
 
@@ -52,13 +53,16 @@ function commandEnded(command: Command): ComputeError {
 const SEND_GATE = { name: 'step_send', sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}` };
 
 /**
- * Sends a command absent a moment ago: in one statement, fenced by the worker's lease like a transaction, when the
- * queue can stage it; else (a command policy applies, as the quorum does to destructive kinds; its key got taken
- * meanwhile; the node is missing; a queue without staging) through `enqueue` in a transaction, which is
- * find-before-create and runs the policies. Undefined when the one statement wrote it (it is `pending`).
+ * Sends a command absent a moment ago: held by the engine to be written with the end of the pass (its requeue in the
+ * same statement) or by the run's next statement, when it can; else in one statement, fenced by the worker's lease
+ * like a transaction, when the queue can stage it; else (a command policy applies, as the quorum does to destructive
+ * kinds; its key got taken meanwhile; the node is missing; a queue without staging) through `enqueue` in a
+ * transaction, which is find-before-create and runs the policies. Undefined when it is held or the one statement wrote
+ * it (it is `pending`).
  */
 async function send(ctx: StepContext, command: NewCommand): Promise<Command | undefined> {
-  const queue = ctx.commands as StepContext['commands'] & Partial<CommandStaging>;
+  const queue = ctx.commands as StepCommandQueue;
+  if (queue.hold && (await queue.hold(command))) return undefined;
   if (queue.stage) {
     const written = await commit(ctx, { changes: [SEND_GATE], command });
     if (written.status === 'committed') return undefined;

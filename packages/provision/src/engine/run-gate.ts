@@ -1,0 +1,112 @@
+import type { ModuleContext, NewCommand, SqlExecutor } from '@better-compute/core';
+import { type CommandStaging, commit } from '@better-compute/core/kernel';
+
+// The gate of the one-statement send: it writes nothing itself, and holds while the worker holds its shard (the
+// commit adds the fence and that the node exists to its guard).
+const SEND_GATE = { name: 'step_send', sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}` };
+
+/** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), not at all (`retry`), or none. */
+export type GateFinish = 'requeued' | 'sent' | 'none' | 'retry';
+
+/**
+ * Holds a control-plane step's last send until the run ends, so the statement that writes it also requeues the pass's
+ * work item (no statement of the worker's after it). A send is held only while nothing else of the run reaches the
+ * database: the step's `sql` (and so any commit or transaction it makes) writes the held send first, as does a second
+ * send, so the run's writes keep their order. A run the engine stopped waiting for (its deadline, a stopping worker)
+ * is closed: what it held is dropped unwritten, as if never sent (a later run sends it under its key).
+ *
+ * @example
+ * ```ts
+ * const gate = new RunGate(ctx);
+ * const outcome = await runControlPlaneStep(ctx, steps, request, backoff, gate);
+ * if (outcome.kind === 'not-ready' && (await gate.finish(at)) === 'requeued') return { ...result, requeueWritten: true };
+ * ```
+ */
+export class RunGate {
+  #held: NewCommand | undefined;
+  #writing: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(private readonly ctx: ModuleContext) {}
+
+  /**
+   * Holds `command` (already the step's own, checked) as the run's last send; false when it must be sent now. A send
+   * held before it is written first (sends made at once, as `Promise.all` makes them, keep their order).
+   */
+  async hold(command: NewCommand): Promise<boolean> {
+    // Only a queue that stages can put the send into one statement with the requeue.
+    if (this.#closed || !(this.ctx.commands as Partial<CommandStaging>).stage) return false;
+    // Synchronous from here on: two sends made at once must not both see nothing held.
+    if (this.#held) this.#chain(this.#held);
+    this.#held = command;
+    return true;
+  }
+
+  /** Writes the held send, if any, before anything else of the run reaches the database. */
+  flush(): Promise<void> {
+    if (this.#held) this.#chain(this.#held);
+    this.#held = undefined;
+    return this.#writing;
+  }
+
+  // Queues a send's write after those before it. The chain is marked handled: a failed write is reported to whoever
+  // waits on it (the run's next statement, `finish`), never as an unhandled rejection.
+  #chain(command: NewCommand): void {
+    const next = this.#writing.then(() => this.#send(command));
+    next.catch(() => undefined);
+    this.#writing = next;
+  }
+
+  /** Drops what is held, unwritten, and holds nothing more. */
+  close(): void {
+    this.#held = undefined;
+    this.#closed = true;
+  }
+
+  /**
+   * Ends the run: writes the held send with the requeue of the pass's item at `requeueAt` in one statement
+   * (`requeued`), or alone when there is no requeue to write (`sent`); `none` when nothing was held. A send the one
+   * statement cannot carry (a command policy, its key taken) goes through `enqueue` (`sent`); one the queue refuses, or
+   * whose node is gone, is left for the step's next run, which meets the refusal itself (`retry`).
+   */
+  async finish(requeueAt: Date | undefined): Promise<GateFinish> {
+    // A held send that failed to write failed the run's own call that wrote it (a send, or a statement after it).
+    await this.#writing.catch(() => undefined);
+    const command = this.#held;
+    this.close();
+    if (!command) return 'none';
+    if (requeueAt === undefined) {
+      await this.#send(command);
+      return 'sent';
+    }
+    const written = await commit(this.ctx, { changes: [SEND_GATE], command, requeue: requeueAt });
+    if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
+    if (written.status === 'needs-transaction') {
+      await this.ctx.sql.transaction((tx) => this.ctx.commands.enqueue(tx, command));
+      return 'sent';
+    }
+    return 'retry';
+  }
+
+  async #send(command: NewCommand): Promise<void> {
+    const written = await commit(this.ctx, { changes: [SEND_GATE], command });
+    if (written.status === 'committed') return;
+    if (written.status === 'refused') throw written.error;
+    // Its key taken, a policy, or its node gone (stale): enqueue finds, checks and refuses as it does for any send.
+    await this.ctx.sql.transaction((tx) => this.ctx.commands.enqueue(tx, command));
+  }
+
+  /** `sql` whose every statement (and transaction) first writes the held send. */
+  guard(sql: SqlExecutor): SqlExecutor {
+    return {
+      query: async (text, params) => {
+        await this.flush();
+        return sql.query(text, params);
+      },
+      transaction: async (fn) => {
+        await this.flush();
+        return sql.transaction(fn);
+      },
+    };
+  }
+}

@@ -7,6 +7,7 @@ export {
   touchAgentSession,
 } from './agent-sessions';
 export { bootLeaseHolder } from './boot-leases';
+export { DEFAULT_SESSION_STALE_AFTER_MS } from './freshness';
 export { recordAgentSessionWakes } from './session-wakes';
 export {
   AGENT_ROLES,

@@ -13,6 +13,7 @@ export {
   connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
+  DEFAULT_SESSION_STALE_AFTER_MS,
   type OpenAgentSessionInput,
   openAgentSession,
   recordAgentSessionWakes,

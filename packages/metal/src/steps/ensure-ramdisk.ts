@@ -1,5 +1,4 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
-import { currentAgentSession } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import {
   awaitCommand,
@@ -172,10 +171,12 @@ export const ensureRamdisk = defineStep({
   description:
     'PXE-boots the machine into the ramdisk (one-time boot device, boot entries, power cycle) and waits for it.',
   async run(input, ctx) {
-    // One read per pass: the machine, its MACs, when the workflow started and every command this attempt sent.
+    // One read per pass: the machine, its MACs, when the workflow started, every command this attempt sent and the
+    // machine's agent's session.
     const machine = await machineForStep(ctx, 'metal.ensureRamdisk', {
       keys: ['boot-device', 'power-cycle'],
       perMac: 'boot-entry:',
+      session: true,
     });
     const macs = machine.macs ?? [];
     if (macs.length === 0) {
@@ -198,12 +199,17 @@ export const ensureRamdisk = defineStep({
       agentNodeId,
     });
     const since = machine.workflowStartedAt ?? new Date(0);
-    const session = await currentAgentSession(ctx.sql, machine.nodeId, { now: ctx.clock.now() });
+    // Read with the machine, at the start of this run: a ramdisk that joins later wakes the workflow for another.
+    const session = machine.session ?? null;
     if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
       throw stepNotReady(RAMDISK_WAIT_MS);
     }
     // The ramdisk joined: its single-use token is spent, and no boot entry needs the others any more.
     await deleteBootEntrySecrets(ctx, machine, macs);
-    return { bootId: session.bootId, connectedAt: new Date(session.connectedAt).toISOString(), macs: macs.length };
+    return {
+      bootId: session.bootId ?? undefined,
+      connectedAt: session.connectedAt.toISOString(),
+      macs: macs.length,
+    };
   },
 });

@@ -19,6 +19,7 @@ export {
   bmcPayloadOf,
   driverBinding,
   type MachineBmc,
+  type MachineSession,
   type MetalMachine,
   machineForStep,
   RELAYED_COMMAND_POLL_MS,

@@ -1,5 +1,10 @@
 import { type Command, ComputeError, type Json } from '@better-compute/core';
-import { type CommandRow, connectedSiteAgentSql, toCommand } from '@better-compute/core/kernel';
+import {
+  type CommandRow,
+  connectedSiteAgentSql,
+  DEFAULT_SESSION_STALE_AFTER_MS,
+  toCommand,
+} from '@better-compute/core/kernel';
 import { type StepContext, stepCommandKey } from '@better-compute/provision';
 
 /** A machine's BMC as a site agent needs it: the address, the driver name and the reference to its credential. */
@@ -39,6 +44,15 @@ export interface MetalMachine {
   workflowStartedAt?: Date;
   /** The step's commands the read found, when it asked for any (`keys`, `perMac`). */
   sent?: RelaySent;
+  /** The machine's agent's connected session (null: none), when the read asked for it (`session`). */
+  session?: MachineSession | null;
+}
+
+/** The machine's agent's connected session, as a relaying step waits on it (a ramdisk joining, an OS rejoining). */
+export interface MachineSession {
+  bootId: string | null;
+  role: string | null;
+  connectedAt: Date;
 }
 
 /** What else {@link machineForStep} reads with the machine, in the same statement. */
@@ -49,6 +63,8 @@ export interface MachineReadOptions {
   perMac?: string;
   /** Read the machine's MACs. */
   macs?: boolean;
+  /** Read the machine's agent's connected session (`currentAgentSession`'s answer), as `session`. */
+  session?: boolean;
 }
 
 type MachineRow = Partial<CommandRow> & {
@@ -62,6 +78,7 @@ type MachineRow = Partial<CommandRow> & {
   workflow_started_at: Date | string | null;
   macs: string[] | null;
   agent_tenant_id: string | null;
+  machine_session?: { bootId: string | null; role: string | null; connectedAt: string } | null;
   connected_agent_id: string | null;
 };
 
@@ -120,11 +137,18 @@ export async function machineForStep(
   if (options.perMac !== undefined) params.push(stepCommandKey(ctx, options.perMac));
   // Where a first command would go, read with the rest: a pass that sends needs no read of its own for it.
   const connected = readsSent ? connectedSiteAgentSql('m.site_id', { now: ctx.clock.now() }, bind) : undefined;
+  // The session as currentAgentSession finds it (open, seen within the default freshness), read with the rest.
+  const session = options.session
+    ? `, (SELECT json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)
+         FROM agent_sessions s WHERE s.node_id = m.node_id AND s.closed_at IS NULL
+           AND s.last_seen_at > ${bind(new Date(ctx.clock.now().getTime() - DEFAULT_SESSION_STALE_AFTER_MS))}::timestamptz
+         ORDER BY s.connected_at DESC, s.id DESC LIMIT 1) AS machine_session`
+    : '';
   const { rows } = await ctx.sql.query<MachineRow>(
     `SELECT m.tenant_id AS machine_tenant_id, m.site_id AS machine_site_id, m.bmc_address, m.bmc_driver,
             m.bmc_credential_ref, m.addresses, w.document->'drivers' AS drivers,
             COALESCE(w.started_at, w.created_at) AS workflow_started_at,
-            ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs
+            ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs${session}
             ${connected ? `, (${connected}) AS connected_agent_id, c.*` : ''}
      FROM metal_machines m LEFT JOIN workflows w ON w.id = $2
      ${readsSent ? sentJoin(options.perMac !== undefined) : ''}
@@ -153,6 +177,12 @@ export async function machineForStep(
     ...(macs ? { macs } : {}),
   };
   if (readsMacs || readsSent) machine.workflowStartedAt = new Date(row.workflow_started_at ?? 0);
+  if (options.session) {
+    const found = row.machine_session;
+    machine.session = found
+      ? { bootId: found.bootId, role: found.role, connectedAt: new Date(found.connectedAt) }
+      : null;
+  }
   if (readsSent) {
     const found = rows.filter((r) => typeof r.id === 'string') as (MachineRow & CommandRow)[];
     const commands = found

@@ -9,7 +9,7 @@ import {
 } from '@better-compute/provision';
 import { type MachineBmc, type MetalMachine, sentCommand } from './machine-read';
 
-export { type MachineBmc, type MetalMachine, machineForStep, metalNode } from './machine-read';
+export { type MachineBmc, type MachineSession, type MetalMachine, machineForStep, metalNode } from './machine-read';
 
 /** How often a relaying step looks again for a site agent when none is connected (the pages' `commandStepPollMs`). */
 export const RELAY_POLL_MS = 2_000;

@@ -1,9 +1,42 @@
-import type { ModuleContext, NewCommand, SqlExecutor } from '@better-compute/core';
+import type { Command, ModuleContext, NewCommand, SqlExecutor } from '@better-compute/core';
 import { type CommandStaging, commit } from '@better-compute/core/kernel';
 
-// The gate of the one-statement send: it writes nothing itself, and holds while the worker holds its shard (the
-// commit adds the fence and that the node exists to its guard).
-const SEND_GATE = { name: 'step_send', sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}` };
+/**
+ * The gate of a step's one-statement send (core's `commit` change): it writes nothing itself, and holds while the
+ * worker holds its shard (the commit adds the fence and that the node exists to its guard).
+ *
+ * @example
+ * ```ts
+ * await commit(ctx, { changes: [SEND_GATE], command });
+ * ```
+ */
+export const SEND_GATE = {
+  name: 'step_send',
+  sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}`,
+};
+
+/**
+ * Sends a command now: in one statement (the command staged, fenced by the worker's lease) when the queue can stage
+ * it; else (a command policy applies, its key got taken meanwhile, its node is missing, a queue without staging)
+ * through `enqueue` in a transaction, which is find-before-create and runs the policies. A refusal is thrown. Returns
+ * the command when `enqueue` wrote or found it, undefined when the one statement wrote it (it is `pending`).
+ *
+ * @example
+ * ```ts
+ * const found = await sendCommand(ctx, command);
+ * ```
+ */
+export async function sendCommand(
+  ctx: Pick<ModuleContext, 'sql' | 'clock' | 'commands' | 'events' | 'work' | 'item' | 'lease'>,
+  command: NewCommand,
+): Promise<Command | undefined> {
+  if ((ctx.commands as Partial<CommandStaging>).stage) {
+    const written = await commit(ctx, { changes: [SEND_GATE], command });
+    if (written.status === 'committed') return undefined;
+    if (written.status === 'refused') throw written.error;
+  }
+  return ctx.sql.transaction((tx) => ctx.commands.enqueue(tx, command));
+}
 
 /** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), not at all (`retry`), or none. */
 export type GateFinish = 'requeued' | 'sent' | 'none' | 'retry';
@@ -89,11 +122,7 @@ export class RunGate {
   }
 
   async #send(command: NewCommand): Promise<void> {
-    const written = await commit(this.ctx, { changes: [SEND_GATE], command });
-    if (written.status === 'committed') return;
-    if (written.status === 'refused') throw written.error;
-    // Its key taken, a policy, or its node gone (stale): enqueue finds, checks and refuses as it does for any send.
-    await this.ctx.sql.transaction((tx) => this.ctx.commands.enqueue(tx, command));
+    await sendCommand(this.ctx, command);
   }
 
   /** `sql` whose every statement (and transaction) first writes the held send. */

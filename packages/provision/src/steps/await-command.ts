@@ -1,7 +1,8 @@
 import { type Command, ComputeError, type Json, type NewCommand } from '@better-compute/core';
-import { addMs, commit, isCommandDue } from '@better-compute/core/kernel';
+import { addMs, isCommandDue } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
+import { sendCommand } from '../engine/run-gate';
 import type { StepCommandQueue } from '../engine/step-context';
 import { stepNotReady } from '../engine/step-not-ready';
 import { stepCommandKey } from './step-command-key';
@@ -48,27 +49,15 @@ function commandEnded(command: Command): ComputeError {
   });
 }
 
-// The gate of the one-statement send: it writes nothing itself, and holds while the worker holds its shard (the
-// commit adds the fence and that the node exists to its guard).
-const SEND_GATE = { name: 'step_send', sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}` };
-
 /**
  * Sends a command absent a moment ago: held by the engine to be written with the end of the pass (its requeue in the
- * same statement) or by the run's next statement, when it can; else in one statement, fenced by the worker's lease
- * like a transaction, when the queue can stage it; else (a command policy applies, as the quorum does to destructive
- * kinds; its key got taken meanwhile; the node is missing; a queue without staging) through `enqueue` in a
- * transaction, which is find-before-create and runs the policies. Undefined when it is held or the one statement wrote
- * it (it is `pending`).
+ * same statement) or by the run's next statement, when it can; else now (see `sendCommand`). Undefined when it is
+ * held or one statement wrote it (it is `pending`).
  */
 async function send(ctx: StepContext, command: NewCommand): Promise<Command | undefined> {
   const queue = ctx.commands as StepCommandQueue;
   if (queue.hold && (await queue.hold(command))) return undefined;
-  if (queue.stage) {
-    const written = await commit(ctx, { changes: [SEND_GATE], command });
-    if (written.status === 'committed') return undefined;
-    if (written.status === 'refused') throw written.error;
-  }
-  return ctx.sql.transaction((tx) => ctx.commands.enqueue(tx, command));
+  return sendCommand(ctx, command);
 }
 
 /**

@@ -75,4 +75,22 @@ export function ownRequeueScenarios(getLab: () => EngineLab) {
     // The first run's read saw both sends: neither was still held when it ran.
     expect(record.contexts[0]).toEqual({ seen: ['a', 'b'] });
   });
+
+  it("fails the step with the queue's refusal of its held send, as awaitCommand would have thrown it", async () => {
+    const lab = getLab();
+    const id = await lab.start({
+      id: 'lab-relay-refused',
+      steps: [{ use: 'lab.relay', on: 'site', with: { kind: 'lab.unregistered' } }],
+    });
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('failed');
+    expect(wf.steps[0]?.state).toBe('failed');
+    expect(wf.steps[0]?.error?.code).toMatch(/^[A-Z_]+$/);
+    expect(wf.steps[0]?.error?.message).toContain('lab.unregistered');
+    // One run: the refusal ended the step, it was not held and refused again and again.
+    expect(record.runs.filter((r) => r.action === 'lab.relay')).toHaveLength(1);
+    const { rows } = await lab.db.query('SELECT id FROM commands');
+    expect(rows).toHaveLength(0);
+  });
 }

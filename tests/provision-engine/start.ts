@@ -161,7 +161,7 @@ export function startScenarios(getLab: () => EngineLab) {
       [id],
     );
     expect(rows[0]).toMatchObject({
-      command_kinds: ['driver.invoke', 'lab.ping', 'lab.wipe'],
+      command_kinds: ['driver.invoke', 'lab.ping', 'lab.unregistered', 'lab.wipe'],
       owner: 'lab.owner',
       document: { id: 'lab-kinds' },
     });

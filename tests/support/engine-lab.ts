@@ -258,17 +258,22 @@ export const labSteps = [
     id: 'lab.relay',
     runsOn: 'control-plane',
     relays: ['site'],
-    sends: ['lab.wipe'],
+    // lab.unregistered is declared but registered by no module: the command queue refuses it.
+    sends: ['lab.wipe', 'lab.unregistered'],
     timeout: '20m',
     retrySafe: true,
-    input: manifest({ key: field.string().optional(), pollMs: field.number().optional() }),
+    input: manifest({
+      key: field.string().optional(),
+      pollMs: field.number().optional(),
+      kind: field.string().optional(),
+    }),
     async run(input, ctx) {
       record('lab.relay', ctx);
       const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
       if (!agent) throw stepNotReady(2_000);
       const sent = await awaitCommand(ctx, {
         nodeId: agent.nodeId,
-        kind: 'lab.wipe',
+        kind: input.kind ?? 'lab.wipe',
         payload: {},
         ...(input.key ? { key: input.key } : {}),
         ...(input.pollMs !== undefined ? { pollMs: input.pollMs } : {}),

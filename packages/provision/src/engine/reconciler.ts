@@ -1,4 +1,4 @@
-import type { ModuleContext, Reconciler } from '@better-compute/core';
+import type { ComputeError, ModuleContext, Reconciler } from '@better-compute/core';
 import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
@@ -34,6 +34,12 @@ export function commandParkSql(on: string, now: string): string {
     WHERE wf.id = ${on}->>'workflowId' AND wf.revision = (${on}->>'revision')::bigint
       AND wf.state IN ${ACTIVE_STATES_SQL}
       AND c.state IN ${OPEN_STATES_SQL} AND c.not_after > ${now})`;
+}
+
+// A run whose send the queue refused ends as awaitCommand would have ended it: failed with the refusal.
+function refusedRun(error: ComputeError): EndedRun['outcome'] {
+  const reason = typeof error.details.reason === 'string' ? { reason: error.details.reason } : {};
+  return { kind: 'failed', error: { code: error.code, message: error.message, ...reason } };
 }
 
 function requeueAt(ctx: ModuleContext, at: number) {
@@ -132,12 +138,18 @@ export function workflowReconciler(
           const at = Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime());
           const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
           const sent = await gate.finish(ownItem ? new Date(at) : undefined);
-          if (sent === 'retry') return { requeueAfterMs: 0 };
+          if (typeof sent === 'object') {
+            run = { request, outcome: refusedRun(sent.refused) };
+            continue;
+          }
           return { ...requeueAt(ctx, at), ...(sent === 'requeued' ? { requeueWritten: true } : {}) };
         }
-        // A send held by a run that then ended is written before the run is settled.
-        await gate.finish(undefined);
-        run = { request, outcome };
+        // A send held by a run that then ended is written before the run is settled; a refused one fails it.
+        const sent = await gate.finish(undefined);
+        run = {
+          request,
+          outcome: typeof sent === 'object' && outcome.kind === 'succeeded' ? refusedRun(sent.refused) : outcome,
+        };
       }
     }
     return { requeueAfterMs: 0 };

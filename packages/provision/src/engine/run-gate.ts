@@ -1,4 +1,11 @@
-import type { Command, ModuleContext, NewCommand, SqlExecutor } from '@better-compute/core';
+import {
+  type Command,
+  type ComputeError,
+  isComputeError,
+  type ModuleContext,
+  type NewCommand,
+  type SqlExecutor,
+} from '@better-compute/core';
 import { type CommandStaging, commit } from '@better-compute/core/kernel';
 
 /**
@@ -38,8 +45,8 @@ export async function sendCommand(
   return ctx.sql.transaction((tx) => ctx.commands.enqueue(tx, command));
 }
 
-/** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), not at all (`retry`), or none. */
-export type GateFinish = 'requeued' | 'sent' | 'none' | 'retry';
+/** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), none held, or refused. */
+export type GateFinish = 'requeued' | 'sent' | 'none' | { readonly refused: ComputeError };
 
 /**
  * Holds a control-plane step's last send until the run ends, so the statement that writes it also requeues the pass's
@@ -98,27 +105,35 @@ export class RunGate {
 
   /**
    * Ends the run: writes the held send with the requeue of the pass's item at `requeueAt` in one statement
-   * (`requeued`), or alone when there is no requeue to write (`sent`); `none` when nothing was held. A send the one
-   * statement cannot carry (a command policy, its key taken) goes through `enqueue` (`sent`); one the queue refuses, or
-   * whose node is gone, is left for the step's next run, which meets the refusal itself (`retry`).
+   * (`requeued`), or alone when there is no requeue to write or the one statement cannot carry it (`sent`, through
+   * the send-now path); `none` when nothing was held. A send the queue refused, held or written earlier in the run, is
+   * `{ refused }`: the step's own `awaitCommand` would have thrown it, so the engine fails the step with it (a run
+   * that held it again and again would otherwise never meet it).
    */
   async finish(requeueAt: Date | undefined): Promise<GateFinish> {
-    // A held send that failed to write failed the run's own call that wrote it (a send, or a statement after it).
-    await this.#writing.catch(() => undefined);
+    let refused: ComputeError | undefined;
+    try {
+      await this.#writing;
+    } catch (error) {
+      // A database error here failed the run's own statement that waited on it; only a refusal changes the step.
+      if (isComputeError(error)) refused = error;
+    }
     const command = this.#held;
     this.close();
+    if (refused) return { refused };
     if (!command) return 'none';
-    if (requeueAt === undefined) {
-      await this.#send(command);
+    try {
+      if (requeueAt !== undefined) {
+        const written = await commit(this.ctx, { changes: [SEND_GATE], command, requeue: requeueAt });
+        if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
+        if (written.status === 'refused') return { refused: written.error };
+      }
+      await sendCommand(this.ctx, command);
       return 'sent';
+    } catch (error) {
+      if (isComputeError(error)) return { refused: error };
+      throw error;
     }
-    const written = await commit(this.ctx, { changes: [SEND_GATE], command, requeue: requeueAt });
-    if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
-    if (written.status === 'needs-transaction') {
-      await this.ctx.sql.transaction((tx) => this.ctx.commands.enqueue(tx, command));
-      return 'sent';
-    }
-    return 'retry';
   }
 
   async #send(command: NewCommand): Promise<void> {

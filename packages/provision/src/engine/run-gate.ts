@@ -8,16 +8,9 @@ import {
 } from '@better-compute/core';
 import { type CommandStaging, commit } from '@better-compute/core/kernel';
 
-/**
- * The gate of a step's one-statement send (core's `commit` change): it writes nothing itself, and holds while the
- * worker holds its shard (the commit adds the fence and that the node exists to its guard).
- *
- * @example
- * ```ts
- * await commit(ctx, { changes: [SEND_GATE], command });
- * ```
- */
-export const SEND_GATE = {
+// The gate of a step's one-statement send (core's `commit` change): it writes nothing itself, and holds while the
+// worker holds its shard (the commit adds the fence and that the node exists to its guard).
+const SEND_GATE = {
   name: 'step_send',
   sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}`,
 };
@@ -92,7 +85,9 @@ export class RunGate {
   // Queues a send's write after those before it. The chain is marked handled: a failed write is reported to whoever
   // waits on it (the run's next statement, `finish`), never as an unhandled rejection.
   #chain(command: NewCommand): void {
-    const next = this.#writing.then(() => this.#send(command));
+    const next = this.#writing.then(async () => {
+      await sendCommand(this.ctx, command);
+    });
     next.catch(() => undefined);
     this.#writing = next;
   }
@@ -134,10 +129,6 @@ export class RunGate {
       if (isComputeError(error)) return { refused: error };
       throw error;
     }
-  }
-
-  async #send(command: NewCommand): Promise<void> {
-    await sendCommand(this.ctx, command);
   }
 
   /** `sql` whose every statement (and transaction) first writes the held send. */

@@ -17,7 +17,15 @@ import { systemClock } from '@better-compute/core/kernel';
 import { createPostgresDatabase } from '@better-compute/core/postgres';
 import type { MetalApi, SitesApi } from '@better-compute/metal';
 import { generateSigningKeyPair, imageSigningBytes, signToBase64Url } from '@better-compute/pki';
-import { commits, countingDatabase, type QueryCounts, roundTrips, since, snapshot } from '../support/counting-database';
+import {
+  commits,
+  countingDatabase,
+  type QueryCounts,
+  roundTrips,
+  since,
+  snapshot,
+  writeTrace,
+} from '../support/counting-database';
 import { pgbenchInsertTps } from '../support/pgbench';
 import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
@@ -367,6 +375,7 @@ async function measure(workers: number): Promise<Figures> {
   } finally {
     agents?.kill();
     await engine?.close();
+    await writeTrace(counting);
     await driver?.close();
     await aux.close();
     await apiDb.close();

@@ -64,6 +64,22 @@ export interface CountingDatabase extends SqlDatabase {
   readonly sentAt: Map<string, number>;
   /** By statement label (as in `counts.byText`): the milliseconds spent waiting for its answers, all told. */
   readonly busyMs: Map<string, number>;
+  /**
+   * With `BENCH_TRACE` set (a file path), every statement's label in order, as `ms label` lines (`ms` from the
+   * handle's creation), BEGIN and COMMIT of each transaction on lines of their own: the order of a few machines'
+   * statements, to read what a pass does. Written by {@link writeTrace}.
+   */
+  readonly trace: string[] | undefined;
+}
+
+/**
+ * Writes a counting handle's trace (see {@link CountingDatabase.trace}) to `BENCH_TRACE`, when set.
+ */
+export async function writeTrace(db: CountingDatabase): Promise<void> {
+  const path = process.env.BENCH_TRACE;
+  if (!path || !db.trace) return;
+  const { writeFile } = await import('node:fs/promises');
+  await writeFile(path, `${db.trace.join('\n')}\n`);
 }
 
 const INSERTS_COMMAND = /\bINSERT INTO commands\b/;
@@ -122,6 +138,9 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
   const sentAt = new Map<string, number>();
   const busyMs = new Map<string, number>();
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
+  const trace = process.env.BENCH_TRACE ? ([] as string[]) : undefined;
+  const origin = performance.now();
+  const note = (line: string) => trace?.push(`${(performance.now() - origin).toFixed(1)} ${line}`);
   const query = async <R = Row>(
     target: SqlExecutor,
     text: string,
@@ -130,6 +149,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     counts.statements += 1;
     const { label } = factsOf(text);
     bump(label);
+    note(label);
     const started = performance.now();
     try {
       return await target.query<R>(text, params);
@@ -145,6 +165,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     transaction: (fn) => {
       counts.savepoints += 1;
       bump(SAVEPOINT_PAIR, 2);
+      note('SAVEPOINT');
       return tx.transaction((inner) => fn(wrapTx(inner, inserted)));
     },
   });
@@ -155,6 +176,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     counts,
     sentAt,
     busyMs,
+    trace,
     async query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const facts = factsOf(text);
       if (facts.commitsOnItsOwn) counts.autocommits += 1;
@@ -168,7 +190,9 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       counts.transactions += 1;
       bump(TRANSACTION_PAIR, 2);
       const inserted: string[] = [];
+      note('BEGIN');
       const result = await db.transaction((tx) => fn(wrapTx(tx, inserted)));
+      note('COMMIT');
       const at = performance.timeOrigin + performance.now();
       for (const id of inserted) sentAt.set(id, at);
       return result;

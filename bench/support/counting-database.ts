@@ -65,11 +65,19 @@ export interface CountingDatabase extends SqlDatabase {
   /** By statement label (as in `counts.byText`): the milliseconds spent waiting for its answers, all told. */
   readonly busyMs: Map<string, number>;
   /**
-   * With `BENCH_TRACE` set (a file path), every statement's label in order, as `ms label` lines (`ms` from the
+   * With `BENCH_TRACE` set (a file path), every statement's label in order, as `ms label | short string parameters` lines (`ms` from the
    * handle's creation), BEGIN and COMMIT of each transaction on lines of their own: the order of a few machines'
    * statements, to read what a pass does. Written by {@link writeTrace}.
    */
   readonly trace: string[] | undefined;
+}
+
+// The short string parameters of a statement (ids, keys), to follow one workflow through a trace.
+function traceParams(params: readonly unknown[] | undefined): string {
+  return (params ?? [])
+    .filter((p): p is string => typeof p === 'string' && p.length <= 80)
+    .slice(0, 4)
+    .join(' ');
 }
 
 /**
@@ -149,7 +157,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     counts.statements += 1;
     const { label } = factsOf(text);
     bump(label);
-    note(label);
+    if (trace) note(`${label} | ${traceParams(params)}`);
     const started = performance.now();
     try {
       return await target.query<R>(text, params);

@@ -1,5 +1,5 @@
 import { ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
-import { setNodeProvisionState } from '@better-compute/core/nodes';
+import { type CommitChangeInput, commit } from '@better-compute/core/kernel';
 import type { LifecycleMove } from '../lifecycle/decide';
 import { isPhaseState, type PhaseState } from '../lifecycle/states';
 import type { DeployRequest, MachineError } from './machine-rows';
@@ -12,7 +12,10 @@ import { batchFor } from './quorum';
 export type PhaseProfiles = Readonly<Record<Exclude<PhaseState, 'deploying'>, string>>;
 
 /** What carrying out a move needs of the module context. */
-export type MoveContext = Pick<ModuleContext, 'clock' | 'events' | 'workflows' | 'quorum' | 'commandKinds' | 'work'>;
+export type MoveContext = Pick<
+  ModuleContext,
+  'sql' | 'clock' | 'commands' | 'events' | 'workflows' | 'quorum' | 'commandKinds' | 'work'
+>;
 
 /** The machine a move is carried out on, as the decision read it. */
 export interface MovingMachine {
@@ -55,12 +58,13 @@ function requireWorkflows(ctx: MoveContext) {
 }
 
 /**
- * Carries out a decided move in the caller's transaction (the machine's row locked by the decision's read): the
- * node's `provision_state` through core's node repository, a fresh workflow of the phase's profile with
- * `owner: 'metal'` when the move starts one (held for its destructive batch when approvers are configured, see
- * `batchFor`), metal's columns (phase, enrolling, hold, workflow, last error, deploy request) and the event
- * `metal.node.<state>`. Returns the workflow it started, if any. Anything that fails (a profile
- * that does not resolve, a node with an active workflow) fails the whole transaction: nothing is half-written.
+ * Carries out a decided move in the caller's transaction (the machine's row locked by the decision's read): first a
+ * fresh workflow of the phase's profile with `owner: 'metal'` when the move starts one (held for its destructive
+ * batch when approvers are configured, see `batchFor`), then in one statement the node's `provision_state`, metal's
+ * columns (phase, enrolling, hold, workflow, last error, deploy request) and the event `metal.node.<state>`. Returns
+ * the workflow it started, if any. A start that is refused (a profile that does not resolve, a node with an active
+ * workflow) throws before anything of the move is written (without approvers: with them, a batch may be written
+ * first, and the caller undoes it with a savepoint); anything else that fails fails the whole transaction.
  *
  * @example
  * ```ts
@@ -80,10 +84,10 @@ export async function applyMove(
   extras: MoveExtras = {},
 ): Promise<MoveOutcome> {
   const now = ctx.clock.now();
-  const node = await setNodeProvisionState(tx, machine.nodeId, move.to, now);
-  if (!node) throw new ComputeError('NOT_FOUND', `node ${machine.nodeId} not found`, { details: { path: ['nodeId'] } });
   const deployRequest = extras.deployRequest ?? machine.deployRequest;
   let workflowId: string | null = null;
+  // The workflow first: a start it refuses (a profile that does not resolve, another active workflow) has written
+  // nothing yet, so the caller can fail the machine in the same transaction without a savepoint.
   if (move.startsWorkflow && isPhaseState(move.to)) {
     const workflows = requireWorkflows(ctx);
     let profile: { profileId: string; profileVersion?: number };
@@ -113,41 +117,62 @@ export async function applyMove(
   const phase = move.to === 'failed' ? (move.failedFrom ?? null) : isPhaseState(move.to) ? move.to : null;
   // A deploy request lives until the machine is available again (a failed deploy's recover runs it again).
   const keptRequest = move.to === 'available' || move.to === 'retired' ? null : deployRequest;
-  await tx.query(
-    `UPDATE metal_machines SET phase = $2, enrolling = $3, hold_after = $4, held = $5, workflow_id = $6,
-       last_error = $7::jsonb, deploy_request = $8::jsonb, updated_at = $9
-     WHERE node_id = $1`,
-    [
-      machine.nodeId,
-      phase,
-      move.enrolling,
-      move.holdAfter ?? null,
-      move.held,
-      workflowId,
-      move.to === 'failed' && extras.lastError ? JSON.stringify(extras.lastError) : null,
-      keptRequest ? JSON.stringify(keptRequest) : null,
-      now,
-    ],
-  );
-  if (move.to === 'retired') {
-    // A retired machine's MACs and BMC address may be enrolled again (the same hardware, or a NIC moved to another
-    // machine): its MACs go, and retired_at takes it out of the site's unique BMC addresses.
-    await tx.query('DELETE FROM metal_macs WHERE node_id = $1', [machine.nodeId]);
-    await tx.query('UPDATE metal_machines SET retired_at = $2 WHERE node_id = $1', [machine.nodeId, now]);
-  }
-  await ctx.events.publish(tx, {
-    tenantId: machine.tenantId,
-    subject: `node/${machine.nodeId}`,
-    type: moveEventType(move),
-    data: {
-      nodeId: machine.nodeId,
-      from: move.from ?? null,
-      to: move.to,
-      held: move.held,
-      workflowId,
-      ...(move.to === 'failed' && extras.lastError ? { error: { ...extras.lastError } } : {}),
+  const retired = move.to === 'retired';
+  // The node's provision state, metal's columns and the event in one statement.
+  const written = await commit(
+    { ...ctx, sql: tx },
+    {
+      changes: [
+        {
+          name: 'moved_node',
+          sql: ({ bind, guard }) =>
+            `UPDATE nodes SET provision_state = ${bind(move.to)}, updated_at = ${bind(now)}
+             WHERE id = ${bind(machine.nodeId)} AND ${guard} RETURNING id`,
+        },
+        {
+          name: 'moved_machine',
+          sql: ({ bind, guard }) =>
+            `UPDATE metal_machines SET phase = ${bind(phase)}::text, enrolling = ${bind(move.enrolling)},
+               hold_after = ${bind(move.holdAfter ?? null)}::text, held = ${bind(move.held)},
+               workflow_id = ${bind(workflowId)}::text,
+               last_error = ${bind(move.to === 'failed' && extras.lastError ? JSON.stringify(extras.lastError) : null)}::jsonb,
+               deploy_request = ${bind(keptRequest ? JSON.stringify(keptRequest) : null)}::jsonb,
+               updated_at = ${bind(now)}::timestamptz${retired ? `, retired_at = ${bind(now)}::timestamptz` : ''}
+             WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
+        },
+        // A retired machine's MACs and BMC address may be enrolled again (the same hardware, or a NIC moved to
+        // another machine): its MACs go, and retired_at takes it out of the site's unique BMC addresses.
+        ...(retired
+          ? [
+              {
+                name: 'retired_macs',
+                sql: ({ bind, guard }: CommitChangeInput) =>
+                  `DELETE FROM metal_macs WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
+              },
+            ]
+          : []),
+      ],
+      events: [
+        {
+          tenantId: machine.tenantId,
+          subject: `node/${machine.nodeId}`,
+          type: moveEventType(move),
+          data: {
+            nodeId: machine.nodeId,
+            from: move.from ?? null,
+            to: move.to,
+            held: move.held,
+            workflowId,
+            ...(move.to === 'failed' && extras.lastError ? { error: { ...extras.lastError } } : {}),
+          },
+        },
+      ],
     },
-  });
+    tx,
+  );
+  if (written.status !== 'committed') {
+    throw new ComputeError('NOT_FOUND', `node ${machine.nodeId} not found`, { details: { path: ['nodeId'] } });
+  }
   const forgotten = keptRequest === null ? deployRequest?.userDataRef : undefined;
   return { workflowId, ...(forgotten ? { forgottenUserDataRef: forgotten } : {}) };
 }

@@ -185,8 +185,11 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
         return;
       }
       try {
-        // A savepoint: a next phase that cannot start leaves nothing of its attempt behind.
-        await tx.transaction((inner) => applyMove(inner, ctx, profiles, machine, move, extras));
+        // A refused start writes nothing before it throws (applyMove starts first), but for the batch approvers
+        // make it write: only then a savepoint, so that nothing of the attempt is left behind.
+        await (ctx.quorum?.enabled()
+          ? tx.transaction((inner) => applyMove(inner, ctx, profiles, machine, move, extras))
+          : applyMove(tx, ctx, profiles, machine, move, extras));
       } catch (error) {
         if (!isComputeError(error) || !UNSTARTABLE.has(error.code)) throw error;
         // Retrying would fail the same way until an operator fixes the profile: the machine fails in the phase it

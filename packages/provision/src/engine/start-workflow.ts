@@ -7,6 +7,7 @@ import {
   type StartWorkflowInput,
 } from '@better-compute/core';
 import { assertStorableText } from '@better-compute/core/checks';
+import { commit } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import { MAX_PROFILE_VERSION } from '../define/types';
@@ -73,12 +74,12 @@ function checkStart(
 }
 
 // Rows go in as one statement whatever the profile's length.
-const INSERT_STEPS = `
+const insertStepsSql = (workflowId: string, now: string, records: string) => `
 INSERT INTO workflow_steps (workflow_id, step_id, position, phase, parent_step_id, action, resolution, runs_on, spec,
   timeout_ms, retries, on_failure, await, command_kind, state, attempt, attempt_base, updated_at)
-SELECT $1, x.step_id, x.position, x.phase, x.parent_step_id, x.action, x.resolution, x.runs_on, x.spec, x.timeout_ms,
-  x.retries, x.on_failure, x.await, x.command_kind, 'pending', 0, 0, $2
-FROM jsonb_to_recordset($3::jsonb) AS x(step_id text, position int, phase text, parent_step_id text, action text,
+SELECT ${workflowId}, x.step_id, x.position, x.phase, x.parent_step_id, x.action, x.resolution, x.runs_on, x.spec,
+  x.timeout_ms, x.retries, x.on_failure, x.await, x.command_kind, 'pending', 0, 0, ${now}
+FROM jsonb_to_recordset(${records}::jsonb) AS x(step_id text, position int, phase text, parent_step_id text, action text,
   resolution text, runs_on text, spec jsonb, timeout_ms bigint, retries int, on_failure text, await text, command_kind text)`;
 
 function stepRecords(steps: readonly ExpandedStep[]) {
@@ -99,13 +100,21 @@ function stepRecords(steps: readonly ExpandedStep[]) {
   }));
 }
 
+async function requireNode(tx: SqlExecutor, input: StartWorkflowInput): Promise<void> {
+  if (input.nodeId !== undefined && !(await getNode(tx, input.nodeId, { tenantId: input.tenantId }))) {
+    throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
+  }
+}
+
 /**
  * Starts a workflow in the caller's transaction: loads the pinned profile version (the tenant's own, then a public
  * stored one, then a shipped one), expands it, snapshots the document, marks the version used, inserts the workflow
  * and its rows, publishes `workflow.created` and queues the `workflow` reconciler (a workflow held by `batchFor`
- * starts `paused` and waits for `resume`). A node (or instance) with an active
- * workflow is CONFLICT; an unknown profile or node NOT_FOUND; a profile that does not resolve INVALID_INPUT listing
- * every issue (including a `hostConfig` that does not resolve: an unknown unit or invalid settings).
+ * starts `paused` and waits for `resume`); the workflow, its steps, the event and the queued reconciler are one
+ * statement. A node (or instance) with an active workflow is CONFLICT; an unknown node (or one of another tenant)
+ * NOT_FOUND, named before anything else; an unknown profile NOT_FOUND; a profile that does not resolve INVALID_INPUT
+ * listing every issue (including a `hostConfig` that does not resolve: an unknown unit or invalid settings). A
+ * refusal writes nothing (but a batch `batchFor` created, which the caller's transaction or savepoint undoes).
  *
  * @example
  * ```ts
@@ -114,7 +123,7 @@ function stepRecords(steps: readonly ExpandedStep[]) {
  */
 export async function startWorkflow(
   tx: SqlExecutor,
-  ctx: Pick<ModuleContext, 'clock' | 'events' | 'work' | 'commandKinds'>,
+  ctx: Pick<ModuleContext, 'sql' | 'clock' | 'commands' | 'events' | 'work' | 'commandKinds'>,
   engine: Engine,
   raw: StartWorkflowInput,
 ): Promise<{ id: string }> {
@@ -125,13 +134,10 @@ export async function startWorkflow(
       details: { path: ['owner'] },
     });
   }
-  if (input.nodeId !== undefined) {
-    if (!(await getNode(tx, input.nodeId, { tenantId: input.tenantId }))) {
-      throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
-    }
-  }
   const found = await findProfile(tx, engine.profiles, input.tenantId, input.profileId, input.profileVersion);
   if (!found) {
+    // The node is looked at only on a refusal (the insert checks it otherwise); a missing node is named first.
+    await requireNode(tx, input);
     const version = input.profileVersion === undefined ? '' : ` version ${input.profileVersion}`;
     throw new ComputeError('NOT_FOUND', `profile ${input.profileId}${version} not found`, {
       details: { path: [input.profileVersion === undefined ? 'profileId' : 'profileVersion'] },
@@ -141,48 +147,60 @@ export async function startWorkflow(
     steps: engine.steps,
     commandKinds: ctx.commandKinds,
     configUnits: engine.configUnits,
+  }).catch(async (error: unknown) => {
+    await requireNode(tx, input);
+    throw error;
   });
   const id = newId('wf');
   const key = input.nodeId ?? id;
   const now = ctx.clock.now();
   // The owner scopes the workflow's batch from the kinds it records; a workflow with a batch waits for its release.
+  // A batch is written before the workflow: the node is looked at first, so a refusal leaves no batch behind.
+  if (input.batchFor) await requireNode(tx, input);
   const heldBatch = input.batchFor ? await input.batchFor([...expansion.commandKinds]) : undefined;
   if (heldBatch !== undefined) text(heldBatch, ['batchFor'], true);
-  const inserted = await tx.query(
-    `INSERT INTO workflows (id, tenant_id, node_id, instance_id, key, profile_id, profile_version, profile_tenant_id,
-       document, state, owner, command_kinds, batch_id, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $14, $10, $11::jsonb, $12, $13, $13)
-     ON CONFLICT DO NOTHING RETURNING id`,
-    [
-      id,
-      input.tenantId,
-      input.nodeId ?? null,
-      input.instanceId ?? null,
-      key,
-      found.profile.id,
-      found.profile.version,
-      found.tenantId,
-      JSON.stringify(found.profile),
-      input.owner ?? null,
-      JSON.stringify(expansion.commandKinds),
-      heldBatch ?? input.batchId ?? null,
-      now,
-      heldBatch === undefined ? 'pending' : 'paused',
-    ],
+  const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
+  // The workflow, its steps, `workflow.created` and the queued reconciler in one statement of the caller's
+  // transaction; the workflow is inserted only for a node of the tenant (one look at it in the same statement).
+  const written = await commit(
+    { ...ctx, sql: tx },
+    {
+      changes: [
+        {
+          name: 'wf',
+          sql: ({ bind, guard }) => `INSERT INTO workflows (id, tenant_id, node_id, instance_id, key, profile_id,
+              profile_version, profile_tenant_id, document, state, owner, command_kinds, batch_id, created_at, updated_at)
+            SELECT ${bind(id)}, t.tenant_id, ${bind(input.nodeId ?? null)}::text, ${bind(input.instanceId ?? null)}::text,
+              ${bind(key)}, ${bind(found.profile.id)}, ${bind(found.profile.version)}::int, ${bind(found.tenantId)},
+              ${bind(JSON.stringify(found.profile))}::jsonb, ${bind(heldBatch === undefined ? 'pending' : 'paused')},
+              ${bind(input.owner ?? null)}::text, ${bind(JSON.stringify(expansion.commandKinds))}::jsonb,
+              ${bind(heldBatch ?? input.batchId ?? null)}::text, t.at, t.at
+            FROM (SELECT ${bind(input.tenantId)}::text AS tenant_id, ${bind(now)}::timestamptz AS at) t
+            WHERE ${guard}${
+              input.nodeId === undefined
+                ? ''
+                : ` AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = ${bind(input.nodeId)} AND n.tenant_id = t.tenant_id)`
+            }
+            ON CONFLICT DO NOTHING RETURNING id`,
+        },
+        {
+          name: 'wf_steps',
+          sql: ({ bind, guard }) =>
+            `${insertStepsSql(bind(id), `${bind(now)}::timestamptz`, bind(JSON.stringify(stepRecords(expansion.steps))))} WHERE ${guard}`,
+        },
+      ],
+      events: [workflowEvent({ ...created, profileVersion: found.profile.version }, 'workflow.created')],
+      wake: { kind: WORKFLOW_WORK_KIND, key },
+    },
+    tx,
   );
-  if (inserted.rowCount === 0) {
+  if (written.status !== 'committed') {
+    await requireNode(tx, input);
     const target = input.nodeId !== undefined ? `node ${input.nodeId}` : `instance ${input.instanceId}`;
     throw new ComputeError('CONFLICT', `${target} already has an active workflow`, {
       details: { path: [input.nodeId !== undefined ? 'nodeId' : 'instanceId'] },
     });
   }
-  await tx.query(INSERT_STEPS, [id, now, JSON.stringify(stepRecords(expansion.steps))]);
   await markProfileUsed(tx, found, now);
-  const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
-  await ctx.events.publish(
-    tx,
-    workflowEvent({ ...created, profileVersion: found.profile.version }, 'workflow.created'),
-  );
-  await ctx.work.enqueue(tx, { kind: WORKFLOW_WORK_KIND, key });
   return { id };
 }

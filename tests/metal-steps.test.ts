@@ -1,5 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { betterCompute, type Compute, field, type Json, manifest } from 'better-compute/core';
+import {
+  betterCompute,
+  type Compute,
+  field,
+  type Json,
+  manifest,
+  type QueryResult,
+  type SqlDatabase,
+} from 'better-compute/core';
 import {
   httpViaSite,
   metal,
@@ -147,6 +155,30 @@ async function commandsOf(workflowId: string): Promise<CommandRow[]> {
   return rows;
 }
 
+// Run once right after the engine's next statement matching `pattern` answered (a write of someone else's landing in
+// between two statements of a step); set by a test, cleared when it ran.
+let afterStatement: { pattern: RegExp; run: () => Promise<void> } | undefined;
+
+function hookedDatabase(db: SqlDatabase): SqlDatabase {
+  return {
+    get backend() {
+      return db.backend;
+    },
+    async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      const result = await db.query<R>(text, params);
+      const hook = afterStatement;
+      if (hook?.pattern.test(text)) {
+        afterStatement = undefined;
+        await hook.run();
+      }
+      return result;
+    },
+    transaction: (fn) => db.transaction(fn),
+    listen: (channel, handler, onListen) => db.listen(channel, handler, onListen),
+    close: () => db.close(),
+  };
+}
+
 beforeAll(async () => {
   scratch = await scratchPglite();
   clock = createFakeClock();
@@ -157,7 +189,7 @@ beforeAll(async () => {
   const alreadyThere = (bareMetal.extensions as readonly { id: string }[]).some((e) => e.id === 'metal.bmc');
   const bmc = { id: 'metal-bmc', extensions: alreadyThere ? [] : [metalBmcTarget] };
   compute = await betterCompute({
-    database: scratch.db,
+    database: hookedDatabase(scratch.db),
     clock,
     modules: [
       security.module,
@@ -440,6 +472,29 @@ describe('inspect.collect', () => {
       machineId,
     ]);
     expect(macs.rows.map((r) => r.mac)).toEqual([...MACS, 'aa:bb:cc:00:00:03']);
+  });
+
+  it("keeps an operator's label written between the step's read of the node and its write", async () => {
+    await machine.connect();
+    machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
+    let raced = 0;
+    afterStatement = {
+      pattern: /xmin::text AS version FROM nodes/,
+      run: async () => {
+        raced += 1;
+        await scratch.db.query(`UPDATE nodes SET labels = labels || '{"owner":"team-a"}'::jsonb WHERE id = $1`, [
+          machineId,
+        ]);
+      },
+    };
+    const wf = await run([{ use: 'inspect.collect', on: 'ramdisk' }]);
+    expect(raced).toBe(1);
+    expect(wf.state).toBe('succeeded');
+    const { rows } = await scratch.db.query<{ labels: Record<string, string> }>(
+      'SELECT labels FROM nodes WHERE id = $1',
+      [machineId],
+    );
+    expect(rows[0]?.labels).toMatchObject({ rack: 'r12', owner: 'team-a', 'gpu.model': 'H100', 'gpu.count': '8' });
   });
 
   it('a bad report fails INVALID_INPUT and writes nothing', async () => {

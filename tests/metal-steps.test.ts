@@ -218,6 +218,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
+  afterStatement = undefined;
   await scratch.db.query(
     `TRUNCATE metal_machines, metal_macs, workflow_steps, workflows, profiles, commands, work_items, events,
        agent_sessions, pki_secrets, nodes, sites CASCADE`,

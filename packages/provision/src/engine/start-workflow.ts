@@ -156,9 +156,12 @@ export async function startWorkflow(
   const now = ctx.clock.now();
   // The owner scopes the workflow's batch from the kinds it records; a workflow with a batch waits for its release.
   // A batch is written before the workflow: the node is looked at first, so a refusal leaves no batch behind.
-  if (input.batchFor) await requireNode(tx, input);
-  const heldBatch = input.batchFor ? await input.batchFor([...expansion.commandKinds]) : undefined;
-  if (heldBatch !== undefined) text(heldBatch, ['batchFor'], true);
+  let heldBatch: string | undefined;
+  if (input.batchFor) {
+    await requireNode(tx, input);
+    heldBatch = await input.batchFor([...expansion.commandKinds]);
+    if (heldBatch !== undefined) text(heldBatch, ['batchFor'], true);
+  }
   const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
   // The workflow, its steps, `workflow.created` and the queued reconciler in one statement of the caller's
   // transaction; the workflow is inserted only for a node of the tenant (one look at it in the same statement).

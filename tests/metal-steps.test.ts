@@ -157,7 +157,9 @@ async function commandsOf(workflowId: string): Promise<CommandRow[]> {
 
 // Run once right after the engine's next statement matching `pattern` answered (a write of someone else's landing in
 // between two statements of a step); set by a test, cleared when it ran.
-let afterStatement: { pattern: RegExp; run: () => Promise<void> } | undefined;
+let afterStatement:
+  | { pattern: RegExp; when?: (rows: readonly Record<string, unknown>[]) => boolean; run: () => Promise<void> }
+  | undefined;
 
 function hookedDatabase(db: SqlDatabase): SqlDatabase {
   return {
@@ -167,7 +169,7 @@ function hookedDatabase(db: SqlDatabase): SqlDatabase {
     async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const result = await db.query<R>(text, params);
       const hook = afterStatement;
-      if (hook?.pattern.test(text)) {
+      if (hook?.pattern.test(text) && (hook.when?.(result.rows as Record<string, unknown>[]) ?? true)) {
         afterStatement = undefined;
         await hook.run();
       }
@@ -480,7 +482,9 @@ describe('inspect.collect', () => {
     machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
     let raced = 0;
     afterStatement = {
-      pattern: /xmin::text AS version FROM nodes/,
+      // The read the write starts from: the one that finds the ramdisk's report in.
+      pattern: /xmin::text AS version/,
+      when: (rows) => rows[0]?.state === 'succeeded',
       run: async () => {
         raced += 1;
         await scratch.db.query(`UPDATE nodes SET labels = labels || '{"owner":"team-a"}'::jsonb WHERE id = $1`, [

@@ -107,6 +107,7 @@ export {
 } from './tokens/join-agent';
 export {
   issueJoinToken,
+  issueJoinTokenSecret,
   JOIN_ROLES,
   type JoinTokenInput,
   type JoinTokenRow,

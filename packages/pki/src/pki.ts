@@ -7,6 +7,7 @@ import type {
   PkiPort,
   QuorumPort,
   SecretBroker,
+  SecretRef,
   SqlExecutor,
 } from '@better-compute/core';
 import { silentLogger, systemClock } from '@better-compute/core/kernel';
@@ -46,7 +47,7 @@ import { type VerifyAttestedResultInput, verifyAttestedResult } from './results/
 import { createSecretBroker, fetchSecretForAgent } from './secrets/secret-broker';
 import type { Attestor } from './tokens/attestors';
 import { type JoinAgentInput, type JoinAgentResult, joinAgent } from './tokens/join-agent';
-import { issueJoinToken, type JoinTokenInput, revokeJoinToken } from './tokens/join-tokens';
+import { issueJoinToken, issueJoinTokenSecret, type JoinTokenInput, revokeJoinToken } from './tokens/join-tokens';
 
 /** Options of {@link pki}. */
 export interface PkiOptions {
@@ -79,6 +80,10 @@ export interface Pki {
    */
   quorum(clock?: Clock): QuorumPort;
   issueJoinToken(tx: SqlExecutor, input: JoinTokenInput): Promise<{ id: string; token: string }>;
+  issueJoinTokenSecret(
+    tx: SqlExecutor,
+    input: JoinTokenInput & { secretTenantId: string },
+  ): Promise<{ id: string; ref: SecretRef }>;
   revokeJoinToken(tx: SqlExecutor, id: string): Promise<void>;
   joinAgent(tx: SqlExecutor, input: JoinAgentInput): Promise<JoinAgentResult>;
   verifyAgentCertificate(sql: SqlExecutor, pem: unknown): Promise<VerifiedCertificate>;
@@ -159,6 +164,7 @@ export function pki(options: PkiOptions): Pki {
     module,
     port: (_sql, portClock) => ({
       issueJoinToken: (tx, input) => issueJoinToken(tx, input, { clock: portClock ?? clock }),
+      issueJoinTokenSecret: (tx, input) => issueJoinTokenSecret(tx, input, { clock: portClock ?? clock, key }),
     }),
     secrets: (sql, secretsClock) => createSecretBroker(sql, { key, clock: secretsClock ?? clock, log }),
     attestation: (attestationClock) => ({
@@ -166,6 +172,7 @@ export function pki(options: PkiOptions): Pki {
     }),
     quorum: (quorumClock) => quorumPort(quorum, quorumClock ?? clock),
     issueJoinToken: (tx, input) => issueJoinToken(tx, input, deps()),
+    issueJoinTokenSecret: (tx, input) => issueJoinTokenSecret(tx, input, deps()),
     revokeJoinToken: (tx, id) => revokeJoinToken(tx, id, deps()),
     joinAgent: (tx, input) => joinAgent(tx, input, deps()),
     verifyAgentCertificate: (sql, pem) => verifyAgentCertificate(sql, pem, deps()),

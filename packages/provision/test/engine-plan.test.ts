@@ -102,6 +102,19 @@ describe('a transition decides on the snapshot and returns a plan', () => {
     expect(t.plan.command).toBeUndefined();
   });
 
+  it("depends on the node's labels only when it evaluated a when on them", async () => {
+    const plain = await advanceWorkflow(env, snapshotOf(workflow(), [step('main.1')]), {}, now);
+    if ('needs' in plain) throw new Error('no need expected');
+    expect(plain.plan.readsLabels).toBe(false);
+    const guarded = snapshotOf(workflow({ node: { id: 'node_1', siteId: 'site_1', labels: { 'gpu.count': '8' } } }), [
+      step('main.1', { spec: { use: 'bench.noop', when: 'gpu.count' } }),
+    ]);
+    const t = await advanceWorkflow(env, guarded, {}, now);
+    if ('needs' in t) throw new Error('no need expected');
+    expect(t.decision.kind).toBe('run');
+    expect(t.plan.readsLabels).toBe(true);
+  });
+
   it('needs a site agent for a site step, and plans nothing until it knows', async () => {
     const site = step('main.1', {
       runsOn: 'site',

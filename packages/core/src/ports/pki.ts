@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../sql/executor';
+import type { SecretRef } from './secrets';
 
 /** The roles an agent joins as. */
 export type JoinRole = 'node' | 'site' | 'provisioned' | 'discovery';
@@ -34,4 +35,18 @@ export interface IssueJoinTokenInput {
  */
 export interface PkiPort {
   issueJoinToken(tx: SqlExecutor, input: IssueJoinTokenInput): Promise<{ id: string; token: string }>;
+  /**
+   * Mints a join token and stores its value as a secret of `secretTenantId` (as `ctx.secrets.put` would), in one
+   * statement, returning only the secret's reference: for a token that travels by reference (a boot entry's), one round
+   * trip instead of two, and the value never reaches the caller. Optional: without it, mint, then `secrets.put`.
+   *
+   * @example
+   * ```ts
+   * const { ref } = await ctx.pki!.issueJoinTokenSecret!(ctx.sql, { tenantId, role: 'node', nodeId, ttlSeconds: 3600, maxUses: 1, secretTenantId });
+   * ```
+   */
+  issueJoinTokenSecret?(
+    tx: SqlExecutor,
+    input: IssueJoinTokenInput & { secretTenantId: string },
+  ): Promise<{ id: string; ref: SecretRef }>;
 }

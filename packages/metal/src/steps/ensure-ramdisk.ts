@@ -85,11 +85,13 @@ async function mintBootTokens(
   if (!secrets) throw missingPort('secrets');
   const agentTenant =
     machine.sent?.agentTenants.get(agentNodeId) ?? (await getNode(ctx.sql, agentNodeId))?.tenantId ?? machine.tenantId;
+  const sealed = pki.issueJoinTokenSecret?.bind(pki);
   // Each MAC's token and secret at once, not in a transaction: this sits between a result and the next command, and
-  // a token minted by a run that then crashed is only an unused single-use token that expires.
+  // a token minted by a run that then crashed is only an unused single-use token that expires. A PKI that stores
+  // the token as a secret itself does both in one statement (and the token never passes through here).
   const stored = await Promise.all(
     macs.map(async (mac) => {
-      const token = await pki.issueJoinToken(ctx.sql, {
+      const input = {
         tenantId: machine.tenantId,
         role: 'node',
         nodeId: machine.nodeId,
@@ -97,7 +99,9 @@ async function mintBootTokens(
         ttlSeconds: ttl,
         maxUses: 1,
         expect: { mac },
-      });
+      } as const;
+      if (sealed) return [mac, (await sealed(ctx.sql, { ...input, secretTenantId: agentTenant })).ref] as const;
+      const token = await pki.issueJoinToken(ctx.sql, input);
       return [mac, await secrets.put(agentTenant, token.token)] as const;
     }),
   );

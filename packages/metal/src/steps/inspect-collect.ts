@@ -1,8 +1,16 @@
 import { isIP } from 'node:net';
-import { ComputeError, type ErrorPath, type Json, type Labels, manifest, validateLabels } from '@better-compute/core';
+import {
+  type Command,
+  ComputeError,
+  type ErrorPath,
+  type Json,
+  type Labels,
+  manifest,
+  validateLabels,
+} from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
-import { commit } from '@better-compute/core/kernel';
-import { awaitCommand, defineStep, type StepContext } from '@better-compute/provision';
+import { type CommandRow, commit, toCommand } from '@better-compute/core/kernel';
+import { awaitCommand, defineStep, type StepContext, stepCommandKey } from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
 import { metalNode, RELAYED_COMMAND_POLL_MS, resultJson } from './relay';
 
@@ -58,28 +66,58 @@ function parseReport(report: Json): { inventory: Inventory; addresses: string[] 
 /** How many times the inventory's write reads the node again when someone changed it meanwhile. */
 const RECORD_TRIES = 5;
 
+/** What the inventory's write starts from: the node's labels, facts and row version (`xmin`). */
+interface NodeVersion {
+  labels: Labels | null;
+  facts: Record<string, Json> | null;
+  version: string;
+}
+
+const NODE_VERSION_SQL = 'SELECT labels, facts, xmin::text AS version FROM nodes WHERE id = $1';
+
+async function readNodeVersion(ctx: StepContext, nodeId: string): Promise<NodeVersion | undefined> {
+  return (await ctx.sql.query<NodeVersion>(NODE_VERSION_SQL, [nodeId])).rows[0];
+}
+
+/**
+ * One read per pass: the node as the inventory's write starts from it, with the step's command under `key` (null when
+ * there is none yet), so the pass that gets the ramdisk's report reads once before it writes.
+ */
+async function readNodeAndCommand(
+  ctx: StepContext,
+  nodeId: string,
+  key: string,
+): Promise<{ node: NodeVersion | undefined; command: Command | null }> {
+  // The command's columns are named apart from the node's three (labels, facts, version): `c.*` keeps its own.
+  const { rows } = await ctx.sql.query<NodeVersion & Partial<CommandRow>>(
+    `SELECT n.labels, n.facts, n.xmin::text AS version, c.*
+     FROM nodes n LEFT JOIN commands c ON c.node_id = n.id AND c.key = $2 WHERE n.id = $1`,
+    [nodeId, stepCommandKey(ctx, key)],
+  );
+  const row = rows[0];
+  if (!row) return { node: undefined, command: null };
+  const node = { labels: row.labels, facts: row.facts, version: row.version };
+  return { node, command: typeof row.id === 'string' ? toCommand(row as CommandRow) : null };
+}
+
 /**
  * Writes the inventory (facts, the inspection's labels, known addresses, MACs) in one statement, fenced by the
- * worker's lease: the node is read first (its labels, facts and row version, without a lock), the write applies only
- * if the row is still the version read, and the node is read and written again otherwise (an operator's `setLabels`
- * meanwhile). Between the inventory's result and the next command that is two round trips, where a transaction took
- * seven (begin, lease check, locked read, four writes, commit). Returns the labels written.
+ * worker's lease: it starts from the node as read (`first`: its labels, facts and row version, without a lock), the
+ * write applies only if the row is still that version, and the node is read and written again otherwise (an
+ * operator's `setLabels` meanwhile). Between the inventory's result and the next command that is one read (with the
+ * command) and one write, where a transaction took seven (begin, lease check, locked read, four writes, commit).
+ * Returns the labels written.
  */
 async function recordInventory(
   ctx: StepContext,
   nodeId: string,
+  first: NodeVersion | undefined,
   inventory: Inventory,
   addresses: string[],
 ): Promise<Labels> {
   const found = inventoryLabels(inventory);
+  let current = first;
   for (let tries = 1; ; tries += 1) {
-    // The row's version (xmin) with what it holds: any write to the node since then makes the guarded update stale.
-    const { rows } = await ctx.sql.query<{
-      labels: Labels | null;
-      facts: Record<string, Json> | null;
-      version: string;
-    }>('SELECT labels, facts, xmin::text AS version FROM nodes WHERE id = $1', [nodeId]);
-    const current = rows[0];
     if (!current) throw new ComputeError('NOT_FOUND', `node ${nodeId} not found`, { details: { path: ['nodeId'] } });
     const kept = Object.fromEntries(
       Object.entries(current.labels ?? {}).filter(
@@ -91,6 +129,7 @@ async function recordInventory(
     const facts = { ...(current.facts ?? {}), inventory, inspectedAt: now.toISOString() };
     const issue = checkJson(facts, ['facts']);
     if (issue) refuse(`${issue.path.join('.')}: ${issue.message}`, issue.path);
+    const version = current.version;
     const written = await commit(ctx, {
       changes: [
         {
@@ -98,7 +137,7 @@ async function recordInventory(
           sql: ({ bind, guard }) =>
             `UPDATE nodes SET labels = ${bind(JSON.stringify(labels))}::jsonb, facts = ${bind(JSON.stringify(facts))}::jsonb,
                updated_at = ${bind(now)}
-             WHERE id = ${bind(nodeId)} AND xmin::text = ${bind(current.version)} AND ${guard}
+             WHERE id = ${bind(nodeId)} AND xmin::text = ${bind(version)} AND ${guard}
              RETURNING id`,
         },
         {
@@ -127,6 +166,8 @@ async function recordInventory(
         },
       );
     }
+    // The row's version with what it holds: any write to the node since then makes the guarded update stale.
+    current = await readNodeVersion(ctx, nodeId);
   }
 }
 
@@ -155,15 +196,26 @@ export const inspectCollect = defineStep({
   description: "Collects the machine's hardware inventory from the ramdisk into node facts and labels.",
   async run(_input, ctx) {
     const node = metalNode(ctx, 'inspect.collect');
+    const read = await readNodeAndCommand(ctx, node.id, 'inventory');
     const sent = await awaitCommand(ctx, {
       nodeId: node.id,
       kind: 'inspect.collect',
       payload: {},
       key: 'inventory',
       pollMs: RELAYED_COMMAND_POLL_MS,
+      found: read.command,
     });
     const { inventory, addresses } = parseReport(resultJson(sent, 'inspect.collect'));
-    const labels = await recordInventory(ctx, node.id, inventory, addresses);
+    // The node as read with the command, unless awaitCommand had to read the command again (it was due): then the
+    // node is read again too, so the write starts from a version no older than the command it recorded.
+    const first = sent.commandId === read.command?.id && read.command.state === 'succeeded' ? read.node : undefined;
+    const labels = await recordInventory(
+      ctx,
+      node.id,
+      first ?? (await readNodeVersion(ctx, node.id)),
+      inventory,
+      addresses,
+    );
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };
   },
 });

@@ -26,6 +26,19 @@ function context(id: string, tenantId: string): string {
   return `pki-secret:${id}:${tenantId}`;
 }
 
+/**
+ * A secret's value sealed for its row: bound to its id and tenant, so a sealed value copied to another row does not
+ * open.
+ *
+ * @example
+ * ```ts
+ * const sealed = sealSecret(key, 'sec_01k…', 'root', value);
+ * ```
+ */
+export function sealSecret(key: Uint8Array, id: string, tenantId: string, value: string): string {
+  return seal(key, context(id, tenantId), new TextEncoder().encode(value));
+}
+
 function requireRef(ref: unknown): SecretRef {
   if (!isId(ref, 'sec'))
     throw new ComputeError('INVALID_INPUT', 'not a secret reference (sec_…)', { details: { path: ['ref'] } });
@@ -62,7 +75,7 @@ export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Re
         });
       }
       const id = newId('sec');
-      const sealed = seal(deps.key, context(id, tenantId), new TextEncoder().encode(value));
+      const sealed = sealSecret(deps.key, id, tenantId, value);
       // One statement: stored only in a tenant that exists.
       const { rowCount } = await sql.query(
         `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)

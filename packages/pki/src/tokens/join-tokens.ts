@@ -6,9 +6,11 @@ import {
   type IssueJoinTokenInput,
   type JoinRole,
   newId,
+  type SecretRef,
   type SqlExecutor,
 } from '@better-compute/core';
 import { getNode } from '@better-compute/core/nodes';
+import { sealSecret } from '../secrets/secret-broker';
 import { parseExpectation } from './claims';
 import { optionalString, requireInt, requireObject, requireString } from './validate';
 
@@ -72,22 +74,17 @@ async function checkTokenPlace(
   }
 }
 
-/**
- * Mints a join token: `<id>.<secret>`, where the id (`tok_…`) finds the row and only the SHA-256 of the 256-bit
- * secret is stored. `maxUses` left out means any number of joins until `ttlSeconds` (1 s to 30 days) pass. `site`
- * tokens need `siteId`; `node` tokens need `nodeId`, the pre-registered node they bind. Bad input is INVALID_INPUT
- * with `details.path`; an unknown tenant, site or node is NOT_FOUND.
- *
- * @example
- * ```ts
- * const { id, token } = await issueJoinToken(tx, { tenantId: 'root', role: 'discovery', siteId, ttlSeconds: 3600 }, { clock });
- * ```
- */
-export async function issueJoinToken(
-  tx: SqlExecutor,
-  input: JoinTokenInput,
-  deps: { clock: Clock },
-): Promise<{ id: string; token: string }> {
+/** A checked join token, ready to insert: its row's parameters (as {@link INSERT_TOKEN} takes them) and its value. */
+interface PreparedJoinToken {
+  id: string;
+  token: string;
+  row: unknown[];
+  tenantId: string;
+  siteId: string | undefined;
+  nodeId: string | undefined;
+}
+
+function prepareJoinToken(input: JoinTokenInput, now: Date): PreparedJoinToken {
   const object = requireObject(input, []);
   const tenantId = requireString(object.tenantId, ['tenantId']);
   const role = object.role as JoinRole;
@@ -113,7 +110,6 @@ export async function issueJoinToken(
   }
   const id = newId('tok');
   const secret = randomBytes(32).toString('base64url');
-  const now = deps.clock.now();
   const row = [
     id,
     tenantId,
@@ -127,15 +123,75 @@ export async function issueJoinToken(
     new Date(now.getTime() + ttlSeconds * 1000),
     now,
   ];
+  return { id, token: `${id}.${secret}`, row, tenantId, siteId, nodeId };
+}
+
+/**
+ * Mints a join token: `<id>.<secret>`, where the id (`tok_…`) finds the row and only the SHA-256 of the 256-bit
+ * secret is stored. `maxUses` left out means any number of joins until `ttlSeconds` (1 s to 30 days) pass. `site`
+ * tokens need `siteId`; `node` tokens need `nodeId`, the pre-registered node they bind. Bad input is INVALID_INPUT
+ * with `details.path`; an unknown tenant, site or node is NOT_FOUND.
+ *
+ * @example
+ * ```ts
+ * const { id, token } = await issueJoinToken(tx, { tenantId: 'root', role: 'discovery', siteId, ttlSeconds: 3600 }, { clock });
+ * ```
+ */
+export async function issueJoinToken(
+  tx: SqlExecutor,
+  input: JoinTokenInput,
+  deps: { clock: Clock },
+): Promise<{ id: string; token: string }> {
+  const prepared = prepareJoinToken(input, deps.clock.now());
   // One statement: the row goes in only when the tenant, and the site and node it names in that tenant, exist; when
   // it did not, the checks below say which was missing (a tenant, site or node created meanwhile: the insert again).
-  if ((await tx.query(INSERT_TOKEN, row)).rowCount === 0) {
-    await checkTokenPlace(tx, tenantId, siteId, nodeId);
-    if ((await tx.query(INSERT_TOKEN, row)).rowCount === 0) {
+  if ((await tx.query(INSERT_TOKEN, prepared.row)).rowCount === 0) {
+    await checkTokenPlace(tx, prepared.tenantId, prepared.siteId, prepared.nodeId);
+    if ((await tx.query(INSERT_TOKEN, prepared.row)).rowCount === 0) {
       throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
     }
   }
-  return { id, token: `${id}.${secret}` };
+  return { id: prepared.id, token: prepared.token };
+}
+
+// The token's row and the secret holding its value, both or neither: the token goes in only where the secret's
+// tenant exists too, and the secret only with the token.
+const INSERT_TOKEN_SECRET = `WITH token AS (${INSERT_TOKEN} AND EXISTS (SELECT 1 FROM tenants WHERE id = $12) RETURNING id)
+  INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+  SELECT $13::text, $12::text, $14::text, $11::timestamptz FROM token RETURNING id`;
+
+/**
+ * Mints a join token as {@link issueJoinToken} does and stores its value with the secret broker, in `secretTenantId`,
+ * by one statement: only the secret's reference leaves, so the token never passes through the caller (a boot entry
+ * carries the reference; its site agent fetches the value through the command). An unknown `secretTenantId` is
+ * NOT_FOUND (`details.path: ['secretTenantId']`), and then neither is written.
+ *
+ * @example
+ * ```ts
+ * const { id, ref } = await issueJoinTokenSecret(tx, { tenantId, role: 'node', nodeId, ttlSeconds: 3600, secretTenantId }, { clock, key });
+ * ```
+ */
+export async function issueJoinTokenSecret(
+  tx: SqlExecutor,
+  input: JoinTokenInput & { secretTenantId: string },
+  deps: { clock: Clock; key: Uint8Array },
+): Promise<{ id: string; ref: SecretRef }> {
+  const now = deps.clock.now();
+  const prepared = prepareJoinToken(input, now);
+  const secretTenantId = requireString(input.secretTenantId, ['secretTenantId']);
+  const ref = newId('sec');
+  const params = [...prepared.row, secretTenantId, ref, sealSecret(deps.key, ref, secretTenantId, prepared.token)];
+  if ((await tx.query(INSERT_TOKEN_SECRET, params)).rowCount === 0) {
+    await checkTokenPlace(tx, prepared.tenantId, prepared.siteId, prepared.nodeId);
+    const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [secretTenantId]);
+    if (tenant.rowCount === 0) {
+      throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['secretTenantId'] } });
+    }
+    if ((await tx.query(INSERT_TOKEN_SECRET, params)).rowCount === 0) {
+      throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
+    }
+  }
+  return { id: prepared.id, ref };
 }
 
 /**

@@ -77,6 +77,78 @@ describe('issuing join tokens', () => {
   });
 });
 
+describe('issuing a join token as a secret', () => {
+  const count = async (table: string) =>
+    Number((await h.scratch.db.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
+
+  it("stores the token sealed in the secret's tenant and returns only the reference; the token joins", async () => {
+    const { id, ref } = await h.scratch.db.transaction((tx) =>
+      h.pki.issueJoinTokenSecret(tx, {
+        tenantId: 'acme',
+        role: 'discovery',
+        siteId: 'site_acme',
+        ttlSeconds: 600,
+        maxUses: 1,
+        secretTenantId: 'root',
+      }),
+    );
+    expect(id).toMatch(/^tok_/);
+    expect(ref).toMatch(/^sec_/);
+    const token = await h.pki.secrets(h.scratch.db).resolve(ref);
+    h.plaintexts.push(token, token.split('.')[1] ?? token);
+    expect(token.startsWith(`${id}.`)).toBe(true);
+    const { rows } = await h.scratch.db.query<{ tenant_id: string }>(
+      'SELECT tenant_id FROM pki_secrets WHERE id = $1',
+      [ref],
+    );
+    expect(rows[0]?.tenant_id).toBe('root');
+    expect(await findPlaintext(h.scratch.db, [token.split('.')[1] ?? token])).toEqual([]);
+    const joined = await join({ token });
+    expect(joined.nodeId).toMatch(/^node_/);
+    expect(await uses(id)).toBe(1);
+  });
+
+  it('writes neither the token nor the secret when a tenant, site or node is unknown', async () => {
+    const before = [await count('pki_join_tokens'), await count('pki_secrets')];
+    const base = { tenantId: 'acme', role: 'discovery', siteId: 'site_acme', ttlSeconds: 60 } as const;
+    const refusals = [
+      [{ ...base, secretTenantId: 'nobody' }, ['secretTenantId']],
+      [{ ...base, tenantId: 'nobody', secretTenantId: 'root' }, ['tenantId']],
+      [{ ...base, siteId: 'site_root', secretTenantId: 'root' }, ['siteId']],
+    ] as const;
+    for (const [input, path] of refusals) {
+      const error = await computeErrorOf(
+        h.scratch.db.transaction((tx) => h.pki.issueJoinTokenSecret(tx, input)),
+        'NOT_FOUND',
+      );
+      expect(error.details.path).toEqual(path);
+    }
+    expect([await count('pki_join_tokens'), await count('pki_secrets')]).toEqual(before);
+  });
+
+  it('refuses bad input with INVALID_INPUT at its path', async () => {
+    const error = await computeErrorOf(
+      h.scratch.db.transaction((tx) =>
+        h.pki.issueJoinTokenSecret(tx, { tenantId: 'acme', role: 'node', ttlSeconds: 60, secretTenantId: 'root' }),
+      ),
+      'INVALID_INPUT',
+    );
+    expect(error.details.path).toEqual(['nodeId']);
+    const tenant = await computeErrorOf(
+      h.scratch.db.transaction((tx) =>
+        h.pki.issueJoinTokenSecret(tx, {
+          tenantId: 'acme',
+          role: 'discovery',
+          ttlSeconds: 60,
+          secretTenantId: 5 as unknown as string,
+        }),
+      ),
+      'INVALID_INPUT',
+    );
+    expect(tenant.details.path).toEqual(['secretTenantId']);
+  });
+});
+
 describe('joining', () => {
   it('a discovery join creates an enrolling machine in the token tenant and site and returns a certificate', async () => {
     const { token } = await issueTracked(h, {

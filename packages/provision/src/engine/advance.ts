@@ -101,7 +101,7 @@ async function decide(draft: PlanDraft, env: EngineEnv, known: Known, now: Date)
     return need ? { kind: 'needs', need } : { kind: 'idle' };
   }
   const { step } = next;
-  if (step.spec.when !== undefined && !evaluateWhen(step.spec.when, workflow.node?.labels ?? {})) {
+  if (step.spec.when !== undefined && !evaluateWhen(step.spec.when, draft.nodeLabels())) {
     skipStep(draft, step, 'when is false', now);
     return { kind: 'continue' };
   }

@@ -70,8 +70,9 @@ function workflowChange(plan: Plan, now: Date, guard: PlanGuard | undefined): Co
       const conditions = [held];
       if (guard) {
         conditions.push(`revision = ${bind(guard.revision)}`);
-        // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels).
-        if (w.node) {
+        // The plan evaluated `when` on these labels: a step run may have changed them (inspection sets labels). A
+        // plan that evaluated none does not depend on them, so a run's label write does not make it stale.
+        if (w.node && plan.readsLabels) {
           conditions.push(nodeHasLabelsSql(bind(w.node.id), `${bind(JSON.stringify(w.node.labels))}::jsonb`));
         }
       }
@@ -105,8 +106,8 @@ export type PlanCommit =
 /**
  * Writes a plan: the workflow row (its revision bumped), every changed step, the events in order, the command and the
  * owner's work item, by core's `commit`. Without `tx` it is one autocommitted statement, fenced by the worker's lease,
- * that writes only while the workflow's revision is `guard.revision` and its node's labels are those the plan read
- * (`stale` otherwise), and may requeue the pass's own work item (`needs-transaction` when the owner's work queue cannot
+ * that writes only while the workflow's revision is `guard.revision` and, when the plan decided on them (a `when`), its
+ * node's labels are those it read (`stale` otherwise), and may requeue the pass's own work item (`needs-transaction` when the owner's work queue cannot
  * be written by the statement). In a transaction (the workflow row locked) it also cancels the commands the plan
  * cancels and sets the host config. A plan that needs a transaction (see {@link needsTransaction}) must get one.
  *

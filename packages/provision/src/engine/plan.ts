@@ -1,4 +1,4 @@
-import type { Command, ComputeError, Json, NewCommand, NewEvent } from '@better-compute/core';
+import type { Command, ComputeError, Json, Labels, NewCommand, NewEvent } from '@better-compute/core';
 import type { ConnectedSiteAgent } from '@better-compute/core/kernel';
 import type { HostSection } from '../config-units/types';
 import type { WorkflowEventType } from './events';
@@ -22,6 +22,11 @@ export interface Plan {
   /** The workflow as it ends up; written when `workflowChanged`. */
   readonly workflow: WorkflowRecord;
   readonly workflowChanged: boolean;
+  /**
+   * Whether the plan decided on the node's labels (a `when`): only then does its write check that they are still the
+   * labels it read. A plan that read none stays right whatever a step run wrote to them meanwhile.
+   */
+  readonly readsLabels: boolean;
   /** Every changed step as it ends up, by step id. */
   readonly steps: ReadonlyMap<string, StepRecord>;
   /** The events, in order. */
@@ -75,6 +80,7 @@ export class PlanDraft {
   readonly inFlightCommand: InFlightCommand | undefined;
   private readonly changed = new Map<string, StepRecord>();
   private workflowChanged = false;
+  private labelsRead = false;
   private readonly events: NewEvent[] = [];
   private command: Plan['command'];
   private readonly cancels: { commandId: string; reason: string }[] = [];
@@ -97,6 +103,12 @@ export class PlanDraft {
   updateWorkflow(change: WorkflowChange, now: Date): void {
     Object.assign(this.workflow, change, { updatedAt: now });
     this.workflowChanged = true;
+  }
+
+  /** The node's labels as the snapshot has them (none without a node), for a `when`; the plan's write checks them. */
+  nodeLabels(): Labels {
+    this.labelsRead = true;
+    return this.workflow.node?.labels ?? {};
   }
 
   /** Adds a workflow event (see `workflowEvent`). */
@@ -130,6 +142,7 @@ export class PlanDraft {
     return {
       workflow: this.workflow,
       workflowChanged: this.workflowChanged,
+      readsLabels: this.labelsRead,
       steps: this.changed,
       events: this.events,
       cancels: this.cancels,
@@ -158,7 +171,7 @@ export class PlanDraft {
  * ```
  */
 export function emptyPlan(workflow: WorkflowRecord): Plan {
-  return { workflow, workflowChanged: false, steps: new Map(), events: [], cancels: [] };
+  return { workflow, workflowChanged: false, readsLabels: false, steps: new Map(), events: [], cancels: [] };
 }
 
 /**
@@ -179,6 +192,7 @@ export function mergePlans(first: Plan, next: Plan): Plan {
   return {
     workflow: next.workflow,
     workflowChanged: first.workflowChanged || next.workflowChanged,
+    readsLabels: first.readsLabels || next.readsLabels,
     steps,
     events: [...first.events, ...next.events],
     cancels: [...first.cancels, ...next.cancels],

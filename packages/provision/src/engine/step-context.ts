@@ -1,6 +1,7 @@
 import {
   type CommandQueue,
   ComputeError,
+  type IssueJoinTokenInput,
   type ModuleContext,
   type NewCommand,
   type PkiPort,
@@ -76,13 +77,15 @@ export type StepCommandQueue = CommandQueue &
 function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
   const node = request.node;
   if (!node) return pki;
+  const remembered = <T extends IssueJoinTokenInput>(input: T): T =>
+    input?.role === 'provisioned' && input.nodeId === undefined && input.tenantId === request.tenantId
+      ? { ...input, nodeId: node.id }
+      : input;
+  const sealed = pki.issueJoinTokenSecret?.bind(pki);
   return {
     ...pki,
-    issueJoinToken(tx, input) {
-      const remember =
-        input?.role === 'provisioned' && input.nodeId === undefined && input.tenantId === request.tenantId;
-      return pki.issueJoinToken(tx, remember ? { ...input, nodeId: node.id } : input);
-    },
+    issueJoinToken: (tx, input) => pki.issueJoinToken(tx, remembered(input)),
+    ...(sealed ? { issueJoinTokenSecret: (tx, input) => sealed(tx, remembered(input)) } : {}),
   };
 }
 

@@ -157,8 +157,9 @@ interface Figures {
   afterBoot: number[];
   /** The result→next pairs by what preceded: label → latencies (ms), all and steady. */
   byPrevious: Map<string, { all: number[]; steady: number[] }>;
-  /** Pairs whose result the agents recorded after the next command was seen sent (left out; see resultToNext). */
+  /** Pairs whose result the agents recorded after the next command was seen sent (counted at a bound; see resultToNext). */
   inverted: number;
+  slowest: Pairs['slowest'];
   /** Heap after a forced GC before the workers started. */
   baselineHeap: number;
   /** Heap after a forced GC once every machine was through, the workers still running (the idle baseline). */
@@ -326,7 +327,7 @@ async function measure(workers: number): Promise<Figures> {
       `SELECT c.id, c.workflow_id, w.node_id, c.kind, c.payload->>'operation' AS operation
        FROM commands c JOIN workflows w ON w.id = c.workflow_id ORDER BY c.workflow_id`,
     );
-    const { sent, steady, byPrevious, afterBoot, inverted } = resultToNext(
+    const { sent, steady, byPrevious, afterBoot, inverted, slowest } = resultToNext(
       commandRows,
       new Map(report.completed),
       new Map(report.completing),
@@ -362,6 +363,7 @@ async function measure(workers: number): Promise<Figures> {
       steady,
       byPrevious,
       inverted,
+      slowest,
       afterBoot,
       baselineHeap,
       idleHeap,
@@ -417,11 +419,17 @@ interface Pairs {
   /** From an agent's connection after a boot to its workflow's next command (the steps that wait for it look again). */
   afterBoot: number[];
   /**
-   * Pairs left out because the agents' process recorded the result after the engine's client saw the next command
-   * committed (the engine reacted within the completion statement's round trip): their latency is not measured.
+   * Pairs whose result the agents' process recorded after the engine's client saw the next command committed (the
+   * engine reacted within the completion statement's round trip): counted at their upper bound, from when the
+   * completion statement was sent.
    */
   inverted: number;
+  /** The slowest steady pairs, slowest first: to find in a `BENCH_TRACE` by the workflow's id and the result's time. */
+  slowest: { ms: number; pair: string; workflowId: string; resultAt: number }[];
 }
+
+/** How many of the slowest steady pairs the report names (with `BENCH_TRACE` set). */
+const SLOWEST_SHOWN = 12;
 
 /**
  * Result→next command, per workflow: each result (a command's completeCommand commit, in the agents' process) paired
@@ -435,7 +443,9 @@ interface Pairs {
  * it commit (`completed`, what the latency counts from): the commit lies between, and the engine can see it and send
  * the next command before the agents' process gets to record it (a busy process). Ordered by the later time, such a
  * result came after the command it caused, which was then paired with an earlier result of the workflow or with none,
- * and the result itself with a later command. Such a pair is counted apart (`inverted`), its latency unmeasured.
+ * and the result itself with a later command. Such a pair (`inverted`) is counted at its upper bound: from when the
+ * completion statement was sent to the next command's commit (leaving the engine's fastest reactions out would raise
+ * every percentile).
  */
 function resultToNext(
   rows: readonly { id: string; workflow_id: string; node_id: string; kind: string; operation: string | null }[],
@@ -445,7 +455,7 @@ function resultToNext(
   connected: ReadonlyMap<string, number[]>,
   steadyFrom: number,
 ): Pairs {
-  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [], inverted: 0 };
+  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [], inverted: 0, slowest: [] };
   const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
   let i = 0;
   while (i < rows.length) {
@@ -471,14 +481,16 @@ function resultToNext(
     for (let j = 0; j + 1 < events.length; j += 1) {
       const [before, next] = [events[j], events[j + 1]];
       if (!before || !next || next.what !== 'sent' || before.what === 'sent') continue;
-      const ms = next.at - before.at;
+      let ms = next.at - before.at;
       if (before.what === 'connected') {
         pairs.afterBoot.push(ms);
         continue;
       }
       if (ms < 0) {
+        // The engine saw the result's commit first: its latency lies between 0 and the time since the completion
+        // statement was sent, and is counted at that bound (never under the truth), not left out.
         pairs.inverted += 1;
-        continue;
+        ms = next.at - before.order;
       }
       pairs.sent.push(ms);
       const steady = before.at >= steadyFrom;
@@ -488,8 +500,10 @@ function resultToNext(
       entry.all.push(ms);
       if (steady) entry.steady.push(ms);
       pairs.byPrevious.set(key, entry);
+      if (steady) pairs.slowest.push({ ms, pair: key, workflowId: first.workflow_id, resultAt: before.at });
     }
   }
+  pairs.slowest = pairs.slowest.sort((a, b) => b.ms - a.ms).slice(0, SLOWEST_SHOWN);
   return pairs;
 }
 
@@ -610,7 +624,7 @@ for (const { figures: f } of results) {
   }
   if (f.inverted > 0) {
     console.log(
-      `  result→next pairs left out, the result recorded after the next command was seen sent: ${f.inverted}`,
+      `  result→next pairs counted at their upper bound (from the completion's send), the result recorded after the next command was seen sent: ${f.inverted}`,
     );
   }
   console.log(
@@ -628,6 +642,10 @@ for (const { figures: f } of results) {
       `    ${pair}: ${all.length}, ${fmt(percentile(all, 50), 0)} / ${fmt(percentile(all, 99), 0)}, ` +
         `${over ? fmt((slow / over) * 100, 0) : 0} % of the slow | ${steadyPart}`,
     );
+  }
+  if (process.env.BENCH_TRACE) {
+    console.log('  slowest steady result→next (ms, pair, workflow, result at: wall ms since the epoch):');
+    for (const s of f.slowest) console.log(`    ${fmt(s.ms, 1)}  ${s.pair}  ${s.workflowId}  ${s.resultAt.toFixed(1)}`);
   }
   console.log(`  round trips per step by statement, and the ms waited for them per step (${f.steps} steps):`);
   const top = [...f.counts.byText.entries()].filter(([, n]) => n / f.steps >= 0.01).sort((a, b) => b[1] - a[1]);

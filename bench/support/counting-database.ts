@@ -65,8 +65,8 @@ export interface CountingDatabase extends SqlDatabase {
   /** By statement label (as in `counts.byText`): the milliseconds spent waiting for its answers, all told. */
   readonly busyMs: Map<string, number>;
   /**
-   * With `BENCH_TRACE` set (a file path), every statement's label in order, as `ms label | short string parameters` lines (`ms` from the
-   * handle's creation), BEGIN and COMMIT of each transaction on lines of their own: the order of a few machines'
+   * With `BENCH_TRACE` set (a file path), every statement's label in order, as `ms +took label | short string
+   * parameters` lines (`ms` from the handle's creation, whose wall time the first line gives), BEGIN and COMMIT of each transaction on lines of their own: the order of a few machines'
    * statements, to read what a pass does. Written by {@link writeTrace}.
    */
   readonly trace: string[] | undefined;
@@ -146,8 +146,11 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
   const sentAt = new Map<string, number>();
   const busyMs = new Map<string, number>();
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
-  const trace = process.env.BENCH_TRACE ? ([] as string[]) : undefined;
   const origin = performance.now();
+  // The first line gives the wall time (ms since the epoch) the trace's times count from, to find a latency sample.
+  const trace = process.env.BENCH_TRACE
+    ? [`# origin ${(performance.timeOrigin + origin).toFixed(1)}; each line: ms since then, +ms the answer took`]
+    : undefined;
   const note = (line: string) => trace?.push(`${(performance.now() - origin).toFixed(1)} ${line}`);
   const query = async <R = Row>(
     target: SqlExecutor,
@@ -157,12 +160,15 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     counts.statements += 1;
     const { label } = factsOf(text);
     bump(label);
+    const line = trace ? trace.length : -1;
     if (trace) note(`${label} | ${traceParams(params)}`);
     const started = performance.now();
     try {
       return await target.query<R>(text, params);
     } finally {
-      busyMs.set(label, (busyMs.get(label) ?? 0) + performance.now() - started);
+      const took = performance.now() - started;
+      busyMs.set(label, (busyMs.get(label) ?? 0) + took);
+      if (trace) trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${label} | ${traceParams(params)}`;
     }
   };
   const wrapTx = (tx: SqlExecutor, inserted: string[]): SqlExecutor => ({

@@ -5,6 +5,7 @@ import {
   field,
   type Json,
   manifest,
+  type PkiPort,
   type QueryResult,
   type SqlDatabase,
 } from 'better-compute/core';
@@ -46,7 +47,7 @@ import {
   insertSite,
   settle,
 } from 'better-compute/testkit';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { provisionApiOf, tokenFor } from './support/api';
 import { type ScratchDatabase, scratchPglite } from './support/databases';
 
@@ -181,10 +182,21 @@ function hookedDatabase(db: SqlDatabase): SqlDatabase {
   };
 }
 
+// The PKI port the compute has; `sealsTokens` false takes its one-statement token secret away, as a PKI without it.
+let sealsTokens = true;
+let pkiPort: PkiPort;
+
 beforeAll(async () => {
   scratch = await scratchPglite();
   clock = createFakeClock();
   security = pki({ key: randomBytes(32), clock });
+  const port = security.port();
+  pkiPort = {
+    issueJoinToken: (tx, input) => port.issueJoinToken(tx, input),
+    get issueJoinTokenSecret() {
+      return sealsTokens ? port.issueJoinTokenSecret : undefined;
+    },
+  };
   const bareMetal = metal();
   // metal() registers metalExtensions (its steps and metalBmcTarget) once its module lists them; until then the driver
   // target rides on a module of its own here.
@@ -209,7 +221,7 @@ beforeAll(async () => {
       warn: (message, fields) => logged.push(JSON.stringify({ message, fields })),
       error: (message, fields) => logged.push(JSON.stringify({ message, fields })),
     },
-    pki: security.port(),
+    pki: pkiPort,
     secrets: security.secrets(scratch.db),
     attestation: security.attestation(),
   });
@@ -725,6 +737,28 @@ describe('metal.ensureRamdisk and its token secrets', () => {
     expect(await secretsLeft(refs)).toBe(0);
     // The tokens themselves were never stored in clear, and their references are all a payload carries.
     expect(JSON.stringify(await commandsOf(id))).not.toMatch(/tok_[0-9a-z]+\./);
+  });
+});
+
+describe('metal.ensureRamdisk with a PKI port that cannot store a token as a secret', () => {
+  afterEach(() => {
+    sealsTokens = true;
+  });
+
+  it("mints each token, then stores it with ctx.secrets: the reference resolves to the machine's token", async () => {
+    sealsTokens = false;
+    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    for (let i = 0; i < 4; i += 1) await drive([site]);
+    const refs = (await commandsOf(id))
+      .filter((c) => c.kind === 'site.bootEntry')
+      .map((c) => c.payload.tokenRef as string);
+    expect(refs).toHaveLength(2);
+    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
+    const { rows } = await scratch.db.query<{ id: string }>(
+      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
+      [machineId],
+    );
+    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
   });
 });
 

@@ -66,8 +66,9 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
 
 /**
  * Mints what the boot entries not sent yet carry: a fresh single-use `node` join token per MAC, bound to the machine
- * and expecting that MAC, each then stored with `ctx.secrets` so only its reference travels (in the site agent's
- * tenant: the agent fetches it through the command that carries the reference); the MACs' tokens are minted at once.
+ * and expecting that MAC, each stored as a secret so only its reference travels (in the site agent's tenant: the
+ * agent fetches it through the command that carries the reference): by the PKI port in the same statement when it has
+ * `issueJoinTokenSecret`, else with `ctx.secrets`. The MACs' tokens are minted at once.
  * A crash between minting and sending leaves unused tokens to expire and their secrets behind (the secrets of the
  * entries sent are deleted once the ramdisk joined). Returns the reference per MAC.
  */

@@ -106,10 +106,11 @@ export type PlanCommit =
 /**
  * Writes a plan: the workflow row (its revision bumped), every changed step, the events in order, the command and the
  * owner's work item, by core's `commit`. Without `tx` it is one autocommitted statement, fenced by the worker's lease,
- * that writes only while the workflow's revision is `guard.revision` and, when the plan decided on them (a `when`), its
- * node's labels are those it read (`stale` otherwise), and may requeue the pass's own work item (`needs-transaction` when the owner's work queue cannot
- * be written by the statement). In a transaction (the workflow row locked) it also cancels the commands the plan
- * cancels and sets the host config. A plan that needs a transaction (see {@link needsTransaction}) must get one.
+ * that writes only while the workflow's revision is `guard.revision` and, when the plan decided on them (a `when`),
+ * its node's labels are those it read (`stale` otherwise), and may requeue the pass's own work item
+ * (`needs-transaction` when the owner's work queue cannot be written by the statement). In a transaction (the
+ * workflow row locked) it also cancels the commands the plan cancels and sets the host config. A plan that needs a
+ * transaction (see {@link needsTransaction}) must get one.
  *
  * @example
  * ```ts

@@ -206,16 +206,10 @@ export const inspectCollect = defineStep({
       found: read.command,
     });
     const { inventory, addresses } = parseReport(resultJson(sent, 'inspect.collect'));
-    // The node as read with the command, unless awaitCommand had to read the command again (it was due): then the
-    // node is read again too, so the write starts from a version no older than the command it recorded.
-    const first = sent.commandId === read.command?.id && read.command.state === 'succeeded' ? read.node : undefined;
-    const labels = await recordInventory(
-      ctx,
-      node.id,
-      first ?? (await readNodeVersion(ctx, node.id)),
-      inventory,
-      addresses,
-    );
+    // The node as read with the command, unless the command was still open then (awaitCommand read it again, as
+    // due): then the node is read again too, so the write starts from a version no older than the command's result.
+    const first = read.command?.state === 'succeeded' ? read.node : await readNodeVersion(ctx, node.id);
+    const labels = await recordInventory(ctx, node.id, first, inventory, addresses);
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };
   },
 });

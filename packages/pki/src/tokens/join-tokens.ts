@@ -143,15 +143,28 @@ export async function issueJoinToken(
   deps: { clock: Clock },
 ): Promise<{ id: string; token: string }> {
   const prepared = prepareJoinToken(input, deps.clock.now());
-  // One statement: the row goes in only when the tenant, and the site and node it names in that tenant, exist; when
-  // it did not, the checks below say which was missing (a tenant, site or node created meanwhile: the insert again).
-  if ((await tx.query(INSERT_TOKEN, prepared.row)).rowCount === 0) {
-    await checkTokenPlace(tx, prepared.tenantId, prepared.siteId, prepared.nodeId);
-    if ((await tx.query(INSERT_TOKEN, prepared.row)).rowCount === 0) {
-      throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
-    }
-  }
+  await insertToken(tx, prepared, INSERT_TOKEN, prepared.row);
   return { id: prepared.id, token: prepared.token };
+}
+
+/**
+ * One statement that inserts only when the tenant, and the site and node the token names in that tenant, exist (and
+ * whatever `checkMore` checks); when it inserted nothing, the checks say which was missing, then the statement runs
+ * once more (a tenant, site or node created meanwhile).
+ */
+async function insertToken(
+  tx: SqlExecutor,
+  prepared: PreparedJoinToken,
+  text: string,
+  params: readonly unknown[],
+  checkMore?: () => Promise<void>,
+): Promise<void> {
+  if ((await tx.query(text, params)).rowCount !== 0) return;
+  await checkTokenPlace(tx, prepared.tenantId, prepared.siteId, prepared.nodeId);
+  await checkMore?.();
+  if ((await tx.query(text, params)).rowCount === 0) {
+    throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
+  }
 }
 
 // The token's row and the secret holding its value, both or neither: the token goes in only where the secret's
@@ -176,21 +189,16 @@ export async function issueJoinTokenSecret(
   input: JoinTokenInput & { secretTenantId: string },
   deps: { clock: Clock; key: Uint8Array },
 ): Promise<{ id: string; ref: SecretRef }> {
-  const now = deps.clock.now();
-  const prepared = prepareJoinToken(input, now);
+  const prepared = prepareJoinToken(input, deps.clock.now());
   const secretTenantId = requireString(input.secretTenantId, ['secretTenantId']);
   const ref = newId('sec');
   const params = [...prepared.row, secretTenantId, ref, sealSecret(deps.key, ref, secretTenantId, prepared.token)];
-  if ((await tx.query(INSERT_TOKEN_SECRET, params)).rowCount === 0) {
-    await checkTokenPlace(tx, prepared.tenantId, prepared.siteId, prepared.nodeId);
+  await insertToken(tx, prepared, INSERT_TOKEN_SECRET, params, async () => {
     const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [secretTenantId]);
     if (tenant.rowCount === 0) {
       throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['secretTenantId'] } });
     }
-    if ((await tx.query(INSERT_TOKEN_SECRET, params)).rowCount === 0) {
-      throw new ComputeError('NOT_FOUND', 'no such tenant, site or node', { details: { path: ['tenantId'] } });
-    }
-  }
+  });
   return { id: prepared.id, ref };
 }
 

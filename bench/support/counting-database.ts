@@ -1,11 +1,12 @@
-import type { QueryResult, Row, SqlDatabase, SqlExecutor } from '@better-compute/core';
+import type { Notification, QueryResult, Row, SqlDatabase, SqlExecutor } from '@better-compute/core';
 import { commitsOnItsOwn } from '@better-compute/testkit';
 
 /**
  * What a {@link countingDatabase} has seen. A round trip is one message exchange between the client and the server
  * that the caller waits for: every `query` (inside a transaction or not), plus BEGIN and COMMIT (or ROLLBACK) of every
- * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one. LISTEN/NOTIFY traffic is
- * not counted (notifications are pushed, nobody waits for them).
+ * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one, plus the statement
+ * that sends the notifications asked for after a commit (`notifyAfterCommit`: one per top-level transaction that asked,
+ * one per call outside a transaction). Notifications delivered to listeners are not counted (nobody waits for them).
  */
 export interface QueryCounts {
   /** `query` calls, inside transactions or not. */
@@ -22,6 +23,7 @@ export interface QueryCounts {
 
 export const TRANSACTION_PAIR = 'BEGIN … COMMIT (2 per top-level transaction)';
 export const SAVEPOINT_PAIR = 'SAVEPOINT … RELEASE (2 per nested transaction)';
+export const NOTIFY_AFTER_COMMIT = 'NOTIFY after a commit (1 per transaction or statement that asked)';
 
 /** Commits of a count: top-level transactions and statements that commit on their own. */
 export function commits(counts: Omit<QueryCounts, 'byText'>): number {
@@ -171,7 +173,21 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       if (trace) trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${label} | ${traceParams(params)}`;
     }
   };
-  const wrapTx = (tx: SqlExecutor, inserted: string[]): SqlExecutor => ({
+  // The statement a notifyAfterCommit sends on the database's handle, counted and timed as any other.
+  const notifyNow = async (notifications: readonly Notification[]) => {
+    if (notifications.length === 0) return;
+    counts.statements += 1;
+    bump(NOTIFY_AFTER_COMMIT);
+    note(NOTIFY_AFTER_COMMIT);
+    const started = performance.now();
+    try {
+      await (db.notifyAfterCommit ? db.notifyAfterCommit(notifications) : undefined);
+    } finally {
+      busyMs.set(NOTIFY_AFTER_COMMIT, (busyMs.get(NOTIFY_AFTER_COMMIT) ?? 0) + performance.now() - started);
+    }
+  };
+  // `notifies.asked` is set when anything in the top-level transaction asked to notify after its commit.
+  const wrapTx = (tx: SqlExecutor, inserted: string[], notifies: { asked: boolean }): SqlExecutor => ({
     query: (text, params) => {
       inserted.push(...commandIds(factsOf(text), params));
       return query(tx, text, params);
@@ -180,8 +196,16 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       counts.savepoints += 1;
       bump(SAVEPOINT_PAIR, 2);
       note('SAVEPOINT');
-      return tx.transaction((inner) => fn(wrapTx(inner, inserted)));
+      return tx.transaction((inner) => fn(wrapTx(inner, inserted, notifies)));
     },
+    ...(tx.notifyAfterCommit
+      ? {
+          notifyAfterCommit: (notifications: readonly Notification[]) => {
+            if (notifications.length > 0) notifies.asked = true;
+            return tx.notifyAfterCommit?.(notifications) ?? Promise.resolve();
+          },
+        }
+      : {}),
   });
   return {
     get backend() {
@@ -204,13 +228,19 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       counts.transactions += 1;
       bump(TRANSACTION_PAIR, 2);
       const inserted: string[] = [];
+      const notifies = { asked: false };
       note('BEGIN');
-      const result = await db.transaction((tx) => fn(wrapTx(tx, inserted)));
+      const result = await db.transaction((tx) => fn(wrapTx(tx, inserted, notifies)));
       note('COMMIT');
+      if (notifies.asked) {
+        counts.statements += 1;
+        bump(NOTIFY_AFTER_COMMIT);
+      }
       const at = performance.timeOrigin + performance.now();
       for (const id of inserted) sentAt.set(id, at);
       return result;
     },
+    ...(db.notifyAfterCommit ? { notifyAfterCommit: notifyNow } : {}),
     listen: (channel, handler) => db.listen(channel, handler),
     close: () => db.close(),
   };

@@ -72,6 +72,7 @@ export type { Migration, MigrationSource } from './migrations';
 export * from './ports';
 export {
   isSqlError,
+  type Notification,
   type NotificationHandler,
   type QueryResult,
   type Row,

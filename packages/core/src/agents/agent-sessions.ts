@@ -2,6 +2,8 @@ import { requireText } from '../checks/checks';
 import { ComputeError } from '../errors';
 import { newId } from '../ids';
 import type { SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
+import { workNotifications } from '../work/work-queue';
 import { settleBootLease } from './boot-leases';
 import { DEFAULT_SESSION_STALE_AFTER_MS, staleBefore } from './freshness';
 import { sessionWakeSql } from './session-wakes';
@@ -95,14 +97,16 @@ export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionI
     // The insert also wakes whatever waits for this node's agent (the modules' wakeOnAgentSession), so a workflow
     // waiting for it runs now rather than at its next poll, and only if the session commits.
     const wake = sessionWakeSql('$2', '$5');
-    const { rows } = await inner.query<SessionRow>(
+    const { rows } = await inner.query<SessionRow & { woken: unknown }>(
       `WITH opened AS (INSERT INTO agent_sessions (id, node_id, role, boot_id, connected_at, last_seen_at)
        VALUES ($1, $2, $3, $4, $5, $5) RETURNING *) ${wake.cte}
-       SELECT opened.*, ${wake.notify} AS woken FROM opened`,
+       SELECT opened.*, ${wake.payloads} AS woken FROM opened`,
       [newId('ses'), nodeId, input.role, bootId, now],
     );
     if (row.kind === 'site-agent' && row.site_id !== null) await settleBootLease(inner, row.site_id, now);
-    return toSession(rows[0] as SessionRow);
+    const { woken, ...session } = rows[0] as SessionRow & { woken: unknown };
+    await sendNotifications(inner, workNotifications(woken));
+    return toSession(session as SessionRow);
   });
 }
 

@@ -39,14 +39,14 @@ export async function recordAgentSessionWakes(
 
 /**
  * The CTE (named `woken`) that queues an urgent wake, due now, of every recorded kind keyed by the node `nodeParam`,
- * and the expression that sends their notifications (at commit, like every NOTIFY), for `openAgentSession`'s insert.
+ * and the expression of their notifications' payloads (sent after commit: `workNotifications`), for `openAgentSession`'s insert.
  *
  * @example
  * ```ts
  * const wake = sessionWakeSql('$2', '$5');
- * await tx.query(`WITH opened AS (INSERT … RETURNING *) ${wake.cte} SELECT opened.*, ${wake.notify} FROM opened`, params);
+ * await tx.query(`WITH opened AS (INSERT … RETURNING *) ${wake.cte} SELECT opened.*, ${wake.payloads} FROM opened`, params);
  * ```
  */
-export function sessionWakeSql(nodeParam: string, nowParam: string): { cte: string; notify: string } {
+export function sessionWakeSql(nodeParam: string, nowParam: string): { cte: string; payloads: string } {
   return shardedWakeSql('woken', `SELECT k.kind, ${nodeParam}::text, k.shards FROM agent_session_wakes k`, nowParam);
 }

@@ -5,8 +5,9 @@ import { assertJson } from '../json';
 import type { Json } from '../json/types';
 import { validateInput } from '../manifest';
 import type { SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
 import type { WorkQueue } from '../work/types';
-import { urgentWakeSql } from '../work/work-queue';
+import { urgentWakeSql, workNotifications } from '../work/work-queue';
 import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
 import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
 import type { StagedCommand } from './staged-command';
@@ -104,8 +105,8 @@ async function applyMove(
   const wake = terminal
     ? urgentWakeSql(work, 'woken', 'SELECT wake_kind, wake_key FROM moved', '$3', params)
     : undefined;
-  const { rows } = await tx.query<CommandRow>(
-    wake ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${wake.notify} AS woken FROM moved` : update,
+  const { rows } = await tx.query<CommandRow & { woken?: unknown }>(
+    wake ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${wake.payloads} AS woken FROM moved` : update,
     params,
   );
   const row = rows[0];
@@ -113,7 +114,9 @@ async function applyMove(
     if (guard) return undefined;
     throw notFound(commandId);
   }
-  const moved = toCommand(row);
+  const { woken, ...settled } = row;
+  await sendNotifications(tx, workNotifications(woken));
+  const moved = toCommand(settled as CommandRow);
   if (terminal && moved.wake && !wake) {
     await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
   }
@@ -272,12 +275,10 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       for (const policy of applicable) await policy(sql, command, kind.definition);
       const now = clock.now();
       const { rows } = await sql.query<CommandRow>(
-        // The NOTIFY of the node (delivered at commit) wakes its agent's long poll, in the same statement.
-        `WITH inserted AS (INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id,
+        `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id,
            workflow_id, step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $14, $14)
-         ON CONFLICT (node_id, key) DO NOTHING RETURNING *)
-         SELECT inserted.*, pg_notify('${COMMANDS_CHANNEL}', inserted.node_id) AS notified FROM inserted`,
+         ON CONFLICT (node_id, key) DO NOTHING RETURNING *`,
         [
           newId('cmd'),
           tenantId,
@@ -295,7 +296,11 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
           now,
         ],
       );
-      if (rows[0]) return toCommand(rows[0]);
+      if (rows[0]) {
+        // The node's agent's long poll is woken once the command is committed.
+        await sendNotifications(sql, [{ channel: COMMANDS_CHANNEL, payload: input.nodeId }]);
+        return toCommand(rows[0]);
+      }
       // Another transaction created it between our lookup and our insert.
       const raced = await findByKey(sql, input.nodeId, input.key);
       if (!raced) throw new ComputeError('INTERNAL', 'command vanished while enqueueing');

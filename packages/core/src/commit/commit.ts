@@ -4,12 +4,13 @@ import { type ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
 import type { EventBus, EventStaging, NewEvent, StagedEvent } from '../events/types';
 import { type Bind, bindParams } from '../sql/bind-params';
-import type { SqlExecutor } from '../sql/executor';
+import type { Notification, SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
 import { isSqlError } from '../sql/sql-error';
 import { fencedError, leaseFenceParams, leaseFenceSql, type ShardLease } from '../work/fenced-executor';
 import { requeueItemSql } from '../work/finish';
 import type { WorkQueue, WorkRequest } from '../work/types';
-import { canWriteWake, workEnqueueSql } from '../work/work-queue';
+import { canWriteWake, workEnqueueSql, workNotifications } from '../work/work-queue';
 import { checkChangeName } from './params';
 
 /** What one change's SQL is built with. */
@@ -110,6 +111,8 @@ interface Built {
   fenced: boolean;
   /** Whether the statement queues the request's `wake` itself. */
   woke: boolean;
+  /** The node whose agent is notified once the staged command is committed. */
+  commandNodeId: string | undefined;
 }
 
 function build(
@@ -145,11 +148,12 @@ function build(
     const guard = index === 0 ? gateConditions.join(' AND ') || 'TRUE' : written;
     parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.id })})`);
   }
-  // The staged command's NOTIFY (its node id on COMMANDS_CHANNEL, delivered at commit) wakes its agent's long poll.
+  // Whether the staged command was written: its notification (its node id on COMMANDS_CHANNEL) then wakes its agent's
+  // long poll, sent after the commit (see sendNotifications for why not in the statement).
   let notified = '';
   if (command?.param) {
     parts.push(`sent AS (${stagedCommandInsertSql(bind(command.param), at(), written)})`);
-    notified = `(SELECT count(pg_notify('${COMMANDS_CHANNEL}', ${bind(command.nodeId)}::text)) FROM sent) AS commit_notified, `;
+    notified = '(SELECT count(*) FROM sent)::int AS commit_sent, ';
   }
   if (request.requeue && ctx.item) {
     const { kind, key } = ctx.item;
@@ -164,7 +168,8 @@ function build(
   }
   if (events.length > 0)
     parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(events)), written)})`);
-  // The wake's NOTIFY is selected once from its CTE (and delivered at commit), as the work queue's own enqueue does.
+  // The wake's notification payloads are selected once from its CTE and sent after commit, as the work queue's own
+  // enqueue does.
   let woken = '';
   const wake =
     request.wake && ctx.work && canWriteWake(ctx.work)
@@ -172,13 +177,19 @@ function build(
       : undefined;
   if (wake) {
     parts.push(`woken AS (${wake.cte})`);
-    woken = `${wake.notify} AS commit_woken, `;
+    woken = `${wake.payloads} AS commit_woken, `;
   }
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
 SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}g.*
 FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
-  return { text, params, fenced: lease !== undefined, woke: wake !== undefined };
+  return {
+    text,
+    params,
+    fenced: lease !== undefined,
+    woke: wake !== undefined,
+    commandNodeId: command?.param ? command.nodeId : undefined,
+  };
 }
 
 async function run<R>(
@@ -187,10 +198,15 @@ async function run<R>(
   built: Built,
 ): Promise<{ written: boolean; row: R | undefined }> {
   const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
-  const { commit_written, commit_held, commit_woken: _woken, commit_notified: _notified, ...row } = rows[0] ?? {};
+  const { commit_written, commit_held, commit_woken, commit_sent, ...row } = rows[0] ?? {};
   const { lease } = ctx;
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;
+  const notifications: Notification[] = workNotifications(commit_woken);
+  if (built.commandNodeId && Number(commit_sent ?? 0) > 0) {
+    notifications.push({ channel: COMMANDS_CHANNEL, payload: built.commandNodeId });
+  }
+  await sendNotifications(sql, notifications);
   return { written, row: written ? (row as R) : undefined };
 }
 

@@ -63,6 +63,7 @@ export { decodeEventCursor, encodeEventCursor } from '../events/cursor';
 export { silentLogger } from '../kernel';
 export { applyMigrations, type MigrationReport, type ModuleMigrations, readMigrationFolder } from '../migrations';
 export { coreMigrationsFolder } from '../migrations-folder';
+export { sendNotifications } from '../sql';
 export {
   createWorkQueue,
   FencedExecutor,

@@ -1,6 +1,7 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { ComputeError } from '../errors';
-import type { NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
+import type { Notification, NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
+import { notificationParams, notifySql } from '../sql/notifications';
 import { SqlError, toSqlError } from '../sql/sql-error';
 
 type AnySql = Sql | TransactionSql;
@@ -80,15 +81,25 @@ class PostgresTransaction implements SqlExecutor {
   constructor(
     private readonly sql: TransactionSql,
     private readonly limits: PostgresSessionLimits,
+    /** What this scope asked to notify after commit; the session sends it once the outermost COMMIT is done. */
+    private readonly pending: Notification[],
   ) {}
 
   query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
     return runQuery<R>(this.sql, text, params, this.limits);
   }
 
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    // A savepoint's notifications join the transaction's only when it is released: rolled back, they go with it.
+    const own: Notification[] = [];
     // SAVEPOINT and ROLLBACK TO are the driver's own statements, outside runQuery's limit: bounded as BEGIN is.
-    return scoped((inner) => this.sql.savepoint(inner) as Promise<T>, fn, this.limits);
+    const value = await scoped((inner) => this.sql.savepoint(inner) as Promise<T>, fn, this.limits, own);
+    this.pending.push(...own);
+    return value;
+  }
+
+  async notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
+    this.pending.push(...notifications);
   }
 }
 
@@ -102,11 +113,12 @@ async function scoped<T>(
   open: (inner: (tx: TransactionSql) => Promise<T>) => Promise<T>,
   fn: (tx: SqlExecutor) => Promise<T>,
   limits: PostgresSessionLimits,
+  pending: Notification[],
 ): Promise<T> {
   let own: { error: unknown } | undefined;
   const run = async (tx: TransactionSql) => {
     try {
-      return await fn(new PostgresTransaction(tx, limits));
+      return await fn(new PostgresTransaction(tx, limits, pending));
     } catch (error) {
       own = { error };
       throw error;
@@ -191,7 +203,21 @@ export class PostgresSession implements SqlDatabase {
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
-    return scoped((inner) => this.client.begin(inner) as Promise<T>, fn, this.limits);
+    const pending: Notification[] = [];
+    const value = await scoped((inner) => this.client.begin(inner) as Promise<T>, fn, this.limits, pending);
+    await this.notifyAfterCommit(pending);
+    return value;
+  }
+
+  /**
+   * Sends the notifications at once, in a transaction of their own: it writes no WAL, so it holds PostgreSQL's
+   * notification lock only for as long as queueing them takes (a writing transaction that notifies holds it through
+   * its commit's flush, which serialises every such commit). What was committed before stands if this fails: the
+   * failure is not the caller's, and every waiter also looks on a timer, so it is dropped.
+   */
+  async notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
+    if (notifications.length === 0 || this.#closed) return;
+    await runQuery(this.client, notifySql(), notificationParams(notifications), this.limits).catch(() => undefined);
   }
 
   async listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>> {

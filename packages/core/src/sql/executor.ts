@@ -25,6 +25,19 @@ export interface SqlExecutor {
   query<R = Row>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
   /** Commits when `fn` resolves, rolls back when it throws; nested calls use savepoints. */
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /**
+   * Optional. Sends `NOTIFY`s once this executor's writes are committed, in a statement of their own: on a
+   * transaction's handle after the outermost COMMIT (dropped with a rolled-back savepoint or transaction), on the
+   * database's handle at once. The kernel calls it through `sendNotifications`, which falls back to `pg_notify`
+   * through `query` (inside the transaction) when an executor lacks it. A wrapper around an executor forwards it.
+   */
+  notifyAfterCommit?(notifications: readonly Notification[]): Promise<void>;
+}
+
+/** One `NOTIFY`: its channel and payload. */
+export interface Notification {
+  readonly channel: string;
+  readonly payload: string;
 }
 
 /** A handler for notifications on a channel. */

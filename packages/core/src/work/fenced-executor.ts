@@ -1,5 +1,6 @@
 import { ComputeError, isComputeError } from '../errors';
-import type { QueryResult, Row, SqlExecutor } from '../sql/executor';
+import type { Notification, QueryResult, Row, SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
 
 /** The lease a worker processes an item under. */
 export interface ShardLease {
@@ -103,5 +104,9 @@ export class FencedExecutor implements SqlExecutor {
       await assertLeaseHeld(tx, this.lease);
       return fn(tx);
     });
+  }
+
+  notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
+    return sendNotifications(this.db, notifications);
   }
 }

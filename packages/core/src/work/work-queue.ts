@@ -2,6 +2,7 @@ import { requireText } from '../checks/checks';
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
 import type { SqlExecutor } from '../sql/executor';
+import { notificationsOn, sendNotifications } from '../sql/notifications';
 import { assertShardCount, DEFAULT_SHARDS, shardOf } from './shard';
 import { URGENT_SUFFIX, WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
 
@@ -35,23 +36,39 @@ function upsertWorkSql(rows: string): string {
   RETURNING w.shard`;
 }
 
-// The NOTIFY of the shard each upserted row returns, the payload parseWorkNotification reads: `urgent` is an SQL
-// boolean expression.
-const notifyShardSql = (urgent: string) =>
-  `pg_notify('${WORK_CHANNEL}', shard::text || CASE WHEN ${urgent} THEN '${URGENT_SUFFIX}' ELSE '' END)`;
+// The notification payload of the shard each upserted row returns, as parseWorkNotification reads it: `urgent` is an
+// SQL boolean expression.
+const shardPayloadSql = (urgent: string) => `shard::text || CASE WHEN ${urgent} THEN '${URGENT_SUFFIX}' ELSE '' END`;
 
-// One statement: the upsert, and the NOTIFY of the shard's owner (saying so when the wake is urgent, so a busy worker
-// claims at once). The NOTIFY is delivered at commit, so a worker is never woken for work it cannot see yet.
+// The payloads a wake's CTE `name` upserted, selected once as an array (NULL when it upserted nothing).
+const payloadsOf = (name: string, urgent: string) => `(SELECT array_agg(${shardPayloadSql(urgent)}) FROM ${name})`;
+
+/**
+ * The notifications on the work channel for the payloads a statement selected from a wake's `payloads` expression:
+ * for the caller to send with `sendNotifications` once the statement is committed.
+ *
+ * @example
+ * ```ts
+ * await sendNotifications(tx, workNotifications(rows[0]?.woken));
+ * ```
+ */
+export function workNotifications(payloads: unknown) {
+  return notificationsOn(WORK_CHANNEL, payloads);
+}
+
+// One statement: the upsert, returning the notification payload for the shard's owner (saying so when the wake is
+// urgent, so a busy worker claims at once). It is sent after commit, so a worker is never woken for work it cannot see.
 const ENQUEUE_SQL = `
 WITH upserted AS (${upsertWorkSql('VALUES ($1::text, $2::text, $3::int, $4::timestamptz, $6::boolean, $5::timestamptz)')})
-SELECT ${notifyShardSql('$6')} FROM upserted`;
+SELECT ${shardPayloadSql('$6')} AS payload FROM upserted`;
 
 // The shard count of each work queue createWorkQueue made: a statement that queues a wake itself needs it.
 const shardCounts = new WeakMap<WorkQueue, number>();
 
 /**
  * For a statement that queues the urgent wake of the rows it changed, as {@link WorkQueue.enqueue} would, in the same
- * statement: the CTE to append (named `name`) and the expression that sends its notifications, to select once.
+ * statement: the CTE to append (named `name`) and the expression of its notifications' payloads, to select once and
+ * send after commit ({@link workNotifications}).
  * `rows` selects `(kind, key)` pairs (rows with a NULL kind are skipped); `nowParam` is the placeholder of now, and
  * the shard count is pushed onto `params`. Undefined for a work queue not made by {@link createWorkQueue} (the
  * testkit's): the caller then calls `enqueue`.
@@ -59,7 +76,7 @@ const shardCounts = new WeakMap<WorkQueue, number>();
  * @example
  * ```ts
  * const wake = urgentWakeSql(work, 'woken', 'SELECT m.wake_kind, m.wake_key FROM moved m', '$3', params);
- * const sql = wake && `WITH moved AS (UPDATE …) ${wake.cte} SELECT m.*, ${wake.notify} AS woken FROM moved m`;
+ * const sql = wake && `WITH moved AS (UPDATE …) ${wake.cte} SELECT m.*, ${wake.payloads} AS woken FROM moved m`;
  * ```
  */
 export function urgentWakeSql(
@@ -68,38 +85,32 @@ export function urgentWakeSql(
   rows: string,
   nowParam: string,
   params: unknown[],
-): { cte: string; notify: string } | undefined {
+): { cte: string; payloads: string } | undefined {
   const shards = shardCounts.get(work);
   if (shards === undefined) return undefined;
   params.push(shards);
   const shard = `work_shard_of(s.key, $${params.length}::int)`;
   const source = `SELECT s.kind, s.key, ${shard}, ${nowParam}::timestamptz, true, ${nowParam}::timestamptz
     FROM (${rows}) AS s (kind, key) WHERE s.kind IS NOT NULL`;
-  return {
-    cte: `, ${name} AS (${upsertWorkSql(source)})`,
-    notify: `(SELECT count(${notifyShardSql('true')}) FROM ${name})`,
-  };
+  return { cte: `, ${name} AS (${upsertWorkSql(source)})`, payloads: payloadsOf(name, 'true') };
 }
 
 /**
  * For a statement that queues urgent wakes due now whose shard count it reads itself (from a table, not from a work
- * queue): the CTE to append (named `name`) and the expression that sends its notifications, to select once. `rows`
+ * queue): the CTE to append (named `name`) and the expression of its notifications' payloads, to select once. `rows`
  * selects `(kind, key, shards)` triples; `nowParam` is the placeholder of now. Used by `openAgentSession`, which has
  * only its transaction.
  *
  * @example
  * ```ts
  * const wake = shardedWakeSql('woken', 'SELECT k.kind, $1::text, k.shards FROM agent_session_wakes k', '$2');
- * await tx.query(`WITH opened AS (INSERT …) ${wake.cte} SELECT ${wake.notify} AS woken`, [nodeId, now]);
+ * await tx.query(`WITH opened AS (INSERT …) ${wake.cte} SELECT ${wake.payloads} AS woken`, [nodeId, now]);
  * ```
  */
-export function shardedWakeSql(name: string, rows: string, nowParam: string): { cte: string; notify: string } {
+export function shardedWakeSql(name: string, rows: string, nowParam: string): { cte: string; payloads: string } {
   const source = `SELECT s.kind, s.key, work_shard_of(s.key, s.shards), ${nowParam}::timestamptz, true,
     ${nowParam}::timestamptz FROM (${rows}) AS s (kind, key, shards)`;
-  return {
-    cte: `, ${name} AS (${upsertWorkSql(source)})`,
-    notify: `(SELECT count(${notifyShardSql('true')}) FROM ${name})`,
-  };
+  return { cte: `, ${name} AS (${upsertWorkSql(source)})`, payloads: payloadsOf(name, 'true') };
 }
 
 /**
@@ -116,15 +127,15 @@ export function canWriteWake(work: WorkQueue): boolean {
 
 /**
  * For a statement that queues one work item as {@link WorkQueue.enqueue} would (`notBefore` now unless given), in the
- * same statement and only when `condition` holds: the body of a data-modifying CTE and the expression that sends its
- * notification, to select once from the CTE named `name`. Parameters go through `bind`; `now` is the placeholder of
+ * same statement and only when `condition` holds: the body of a data-modifying CTE and the expression of its
+ * notification's payload, to select once from the CTE named `name` and send after commit. Parameters go through `bind`; `now` is the placeholder of
  * now (a timestamptz). Checks the request as `enqueue` does. Undefined for a work queue not made by
  * {@link createWorkQueue} (the testkit's): the caller then calls `enqueue` in a transaction.
  *
  * @example
  * ```ts
  * const wake = workEnqueueSql(work, { kind: 'metal', key: nodeId }, { bind, now: '$2', condition: 'EXISTS (SELECT 1 FROM wf)', name: 'woken' }, clock.now());
- * const text = wake && `WITH wf AS (UPDATE …), woken AS (${wake.cte}) SELECT ${wake.notify} AS woken`;
+ * const text = wake && `WITH wf AS (UPDATE …), woken AS (${wake.cte}) SELECT ${wake.payloads} AS woken`;
  * ```
  */
 export function workEnqueueSql(
@@ -132,7 +143,7 @@ export function workEnqueueSql(
   request: WorkRequest,
   sql: { bind: (value: unknown) => string; now: string; condition: string; name: string },
   now: Date,
-): { cte: string; notify: string } | undefined {
+): { cte: string; payloads: string } | undefined {
   const shards = shardCounts.get(work);
   if (shards === undefined) return undefined;
   const { kind, key, notBefore, urgent } = checkWorkRequest(request, now);
@@ -141,7 +152,7 @@ export function workEnqueueSql(
   const flag = `${bind(urgent)}::boolean`;
   const source = `SELECT ${bind(kind)}::text, ${bind(key)}::text, ${bind(shardOf(key, shards))}::int, ${due}, ${flag},
     ${sql.now} WHERE ${sql.condition}`;
-  return { cte: upsertWorkSql(source), notify: `(SELECT count(${notifyShardSql(flag)}) FROM ${sql.name})` };
+  return { cte: upsertWorkSql(source), payloads: payloadsOf(sql.name, flag) };
 }
 
 const MAX_TEXT = 512;
@@ -211,7 +222,15 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
     async enqueue(tx: SqlExecutor, request: WorkRequest): Promise<void> {
       const now = clock.now();
       const { kind, key, notBefore, urgent } = checkWorkRequest(request, now);
-      await tx.query(ENQUEUE_SQL, [kind, key, shardOf(key, shards), notBefore, now, urgent]);
+      const { rows } = await tx.query<{ payload: string }>(ENQUEUE_SQL, [
+        kind,
+        key,
+        shardOf(key, shards),
+        notBefore,
+        now,
+        urgent,
+      ]);
+      await sendNotifications(tx, workNotifications(rows.map((row) => row.payload)));
     },
   };
   if (options.kinds !== undefined) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ComputeError } from '../../src/errors';
-import { isSqlError } from '../../src/sql';
+import { isSqlError, sendNotifications } from '../../src/sql';
 import type { ScratchDatabase } from '../support/databases';
 
 /** The SqlExecutor contract, run once per backend. */
@@ -106,6 +106,42 @@ export function defineSqlExecutorConformance(create: () => Promise<ScratchDataba
       for (let i = 0; i < 100 && received.length === 0; i += 1) await new Promise((r) => setTimeout(r, 10));
       await stop();
       expect(received).toEqual(['hello']);
+    });
+
+    it('sends notifications asked for in a transaction only once it commits, and none of a rolled-back scope', async () => {
+      const received: string[] = [];
+      const stop = await scratch.db.listen('bc_after_commit', (payload) => received.push(payload));
+      const note = (payload: string) => [{ channel: 'bc_after_commit', payload }];
+      // Waits until `last` arrives: whatever was sent before it has arrived by then.
+      const until = async (last: string) => {
+        for (let i = 0; i < 200 && !received.includes(last); i += 1) await new Promise((r) => setTimeout(r, 10));
+      };
+      const seenInside: string[][] = [];
+      await scratch.db.transaction(async (tx) => {
+        await tx.query("INSERT INTO t (id, v) VALUES (20, 'committed')");
+        await sendNotifications(tx, note('committed'));
+        await tx.transaction((inner) => sendNotifications(inner, note('released-savepoint')));
+        await tx
+          .transaction(async (inner) => {
+            await sendNotifications(inner, note('rolled-back-savepoint'));
+            throw new ComputeError('CONFLICT', 'undo the savepoint');
+          })
+          .catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 50));
+        seenInside.push([...received]);
+      });
+      await expect(
+        scratch.db.transaction(async (tx) => {
+          await sendNotifications(tx, note('rolled-back'));
+          throw new ComputeError('CONFLICT', 'undo the transaction');
+        }),
+      ).rejects.toMatchObject({ code: 'CONFLICT' });
+      await sendNotifications(scratch.db, note('outside'));
+      await until('outside');
+      await stop();
+      await scratch.db.query('DELETE FROM t');
+      expect(seenInside).toEqual([[]]);
+      expect(received).toEqual(['committed', 'released-savepoint', 'outside']);
     });
   });
 }

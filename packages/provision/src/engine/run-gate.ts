@@ -142,6 +142,10 @@ export class RunGate {
         await this.flush();
         return sql.transaction(fn);
       },
+      // Notifications follow what was written, so the held send is already flushed by then.
+      ...(sql.notifyAfterCommit
+        ? { notifyAfterCommit: (notifications) => sql.notifyAfterCommit?.(notifications) ?? Promise.resolve() }
+        : {}),
     };
   }
 }

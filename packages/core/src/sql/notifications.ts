@@ -1,0 +1,68 @@
+import type { Notification, SqlExecutor } from './executor';
+
+// One statement sends any number of notifications: the channels and payloads as two parallel arrays.
+const NOTIFY_SQL =
+  'SELECT count(pg_notify(n.channel, n.payload))::int AS sent FROM unnest($1::text[], $2::text[]) AS n (channel, payload)';
+
+/**
+ * Sends `notifications` once what `sql` wrote is committed: through the executor's own `notifyAfterCommit` when it has
+ * one (PostgreSQL's handles: after the outermost COMMIT, in a statement of their own), else by `pg_notify` through
+ * `sql` itself, which PostgreSQL delivers when the surrounding transaction commits (or at once outside one).
+ *
+ * Why not `pg_notify` inside the writing statement: PostgreSQL serialises the commits of every transaction that
+ * notifies (one cluster-wide lock, held through the commit's WAL flush), so writes that notify cannot share a flush.
+ * A transaction that only notifies writes no WAL and holds that lock for microseconds.
+ *
+ * A wake-up is never what correctness rests on (every waiter also looks on a timer), so a process that stops between a
+ * commit and its notifications only delays whoever waited.
+ *
+ * @example
+ * ```ts
+ * const { rows } = await sql.query('INSERT INTO commands … RETURNING node_id', params);
+ * await sendNotifications(sql, rows.map((row) => ({ channel: COMMANDS_CHANNEL, payload: row.node_id })));
+ * ```
+ */
+export async function sendNotifications(sql: SqlExecutor, notifications: readonly Notification[]): Promise<void> {
+  if (notifications.length === 0) return;
+  if (sql.notifyAfterCommit) return sql.notifyAfterCommit(notifications);
+  await sql.query(NOTIFY_SQL, notificationParams(notifications));
+}
+
+/**
+ * The two array parameters of the statement that sends `notifications` (channels, payloads).
+ *
+ * @example
+ * ```ts
+ * await db.query(notifySql(), notificationParams([{ channel: 'bc_work', payload: '3' }]));
+ * ```
+ */
+export function notificationParams(notifications: readonly Notification[]): [string[], string[]] {
+  return [notifications.map((n) => n.channel), notifications.map((n) => n.payload)];
+}
+
+/**
+ * The statement that sends notifications whose parameters are {@link notificationParams}.
+ *
+ * @example
+ * ```ts
+ * await db.query(notifySql(), notificationParams(notes));
+ * ```
+ */
+export function notifySql(): string {
+  return NOTIFY_SQL;
+}
+
+/**
+ * The notifications on `channel` for payloads a statement selected as an array column (`array_agg(…)`, NULL when its
+ * CTE wrote no row): each non-empty text payload once.
+ *
+ * @example
+ * ```ts
+ * await sendNotifications(tx, notificationsOn(WORK_CHANNEL, rows[0]?.woken));
+ * ```
+ */
+export function notificationsOn(channel: string, payloads: unknown): Notification[] {
+  if (!Array.isArray(payloads)) return [];
+  const unique = new Set(payloads.filter((p): p is string => typeof p === 'string' && p.length > 0));
+  return [...unique].map((payload) => ({ channel, payload }));
+}

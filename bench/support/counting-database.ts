@@ -6,7 +6,8 @@ import { commitsOnItsOwn } from '@better-compute/testkit';
  * that the caller waits for: every `query` (inside a transaction or not), plus BEGIN and COMMIT (or ROLLBACK) of every
  * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one, plus the statement
  * that sends the notifications asked for after a commit (`notifyAfterCommit`: one per top-level transaction that asked,
- * one per call outside a transaction). Notifications delivered to listeners are not counted (nobody waits for them).
+ * one per call outside a transaction; counted although the PostgreSQL handle does not wait for its answer).
+ * Notifications delivered to listeners are not counted.
  */
 export interface QueryCounts {
   /** `query` calls, inside transactions or not. */
@@ -23,7 +24,7 @@ export interface QueryCounts {
 
 export const TRANSACTION_PAIR = 'BEGIN … COMMIT (2 per top-level transaction)';
 export const SAVEPOINT_PAIR = 'SAVEPOINT … RELEASE (2 per nested transaction)';
-export const NOTIFY_AFTER_COMMIT = 'NOTIFY after a commit (1 per transaction or statement that asked)';
+export const NOTIFY_AFTER_COMMIT = 'NOTIFY after a commit (1 per transaction or statement that asked; not waited for)';
 
 /** Commits of a count: top-level transactions and statements that commit on their own. */
 export function commits(counts: Omit<QueryCounts, 'byText'>): number {

@@ -205,19 +205,22 @@ export class PostgresSession implements SqlDatabase {
     if (this.#closed) throw new ComputeError('INVALID_STATE', 'the database is closed');
     const pending: Notification[] = [];
     const value = await scoped((inner) => this.client.begin(inner) as Promise<T>, fn, this.limits, pending);
-    await this.notifyAfterCommit(pending);
+    void this.notifyAfterCommit(pending);
     return value;
   }
 
   /**
    * Sends the notifications at once, in a transaction of their own: it writes no WAL, so it holds PostgreSQL's
    * notification lock only for as long as queueing them takes (a writing transaction that notifies holds it through
-   * its commit's flush, which serialises every such commit). What was committed before stands if this fails: the
-   * failure is not the caller's, and every waiter also looks on a timer, so it is dropped.
+   * its commit's flush, which serialises every such commit). Resolves without waiting for the answer: what they
+   * announce is committed already, so the caller goes on (a reconciler's next statement, an agent's reply) while they
+   * travel. A failure is dropped: it is not the caller's, and every waiter also looks on a timer.
    */
-  async notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
-    if (notifications.length === 0 || this.#closed) return;
-    await runQuery(this.client, notifySql(), notificationParams(notifications), this.limits).catch(() => undefined);
+  notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
+    if (notifications.length > 0 && !this.#closed) {
+      void runQuery(this.client, notifySql(), notificationParams(notifications), this.limits).catch(() => undefined);
+    }
+    return Promise.resolve();
   }
 
   async listen(channel: string, handler: NotificationHandler, onListen?: () => void): Promise<() => Promise<void>> {

@@ -28,8 +28,9 @@ export interface SqlExecutor {
   /**
    * Optional. Sends `NOTIFY`s once this executor's writes are committed, in a statement of their own: on a
    * transaction's handle after the outermost COMMIT (dropped with a rolled-back savepoint or transaction), on the
-   * database's handle at once. The kernel calls it through `sendNotifications`, which falls back to `pg_notify`
-   * through `query` (inside the transaction) when an executor lacks it. A wrapper around an executor forwards it.
+   * database's handle at once. It may resolve before the server answered (PostgreSQL's handle does not wait: what
+   * they announce is committed already). The kernel calls it through `sendNotifications`, which falls back to
+   * `pg_notify` through `query` (inside the transaction) when an executor lacks it. A wrapper forwards it.
    */
   notifyAfterCommit?(notifications: readonly Notification[]): Promise<void>;
 }

@@ -1,5 +1,9 @@
 import type { SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
 import { REBALANCE_PAYLOAD, WORK_CHANNEL } from './types';
+
+// What tells every listening worker to rebalance at once.
+const REBALANCE_NOTIFICATION = { channel: WORK_CHANNEL, payload: REBALANCE_PAYLOAD } as const;
 
 // Every time below is a Clock time passed as a parameter: SQL never decides by now().
 
@@ -91,7 +95,7 @@ export async function acquireLeases(
 
 /**
  * Gives up this worker's leases on `shards` (all of them when omitted), so the assigned worker can take them at once
- * instead of waiting for expiry; when it gave any up, the same statement announces it (REBALANCE_PAYLOAD), so the
+ * instead of waiting for expiry; when it gave any up, it announces it once committed (REBALANCE_PAYLOAD), so the
  * new owner does not wait for its next heartbeat either.
  *
  * @example
@@ -105,24 +109,23 @@ export async function releaseLeases(
   now: Date,
   shards?: readonly number[],
 ): Promise<number[]> {
-  const params: unknown[] = [workerId, now, WORK_CHANNEL, REBALANCE_PAYLOAD];
+  const params: unknown[] = [workerId, now];
   let where = 'worker_id = $1';
   if (shards) {
     if (shards.length === 0) return [];
     params.push([...shards]);
-    where += ' AND shard = ANY($5::int[])';
+    where += ' AND shard = ANY($3::int[])';
   }
-  // One notification per released row, which the server folds into one: identical ones in a transaction are sent once.
   const { rows } = await db.query<{ shard: number }>(
-    `WITH released AS (UPDATE shard_leases SET worker_id = NULL, expires_at = $2 WHERE ${where} RETURNING shard)
-     SELECT r.shard FROM released r CROSS JOIN LATERAL (SELECT pg_notify($3, $4)) n`,
+    `UPDATE shard_leases SET worker_id = NULL, expires_at = $2 WHERE ${where} RETURNING shard`,
     params,
   );
+  if (rows.length > 0) await sendNotifications(db, [REBALANCE_NOTIFICATION]);
   return rows.map((r) => r.shard);
 }
 
 /**
- * Marks a worker stopped, and announces it (REBALANCE_PAYLOAD) in the same statement: it leaves the live set at once
+ * Marks a worker stopped, and announces it (REBALANCE_PAYLOAD) once committed: it leaves the live set at once
  * rather than after its heartbeat goes stale, and the others rebalance at once rather than at their next heartbeat.
  *
  * @example
@@ -131,16 +134,13 @@ export async function releaseLeases(
  * ```
  */
 export async function markStopped(db: SqlExecutor, workerId: string, now: Date): Promise<void> {
-  await db.query(
-    `WITH stopped AS (UPDATE workers SET stopped_at = $2 WHERE id = $1 RETURNING id)
-     SELECT 1 FROM stopped CROSS JOIN LATERAL (SELECT pg_notify($3, $4)) n`,
-    [workerId, now, WORK_CHANNEL, REBALANCE_PAYLOAD],
-  );
+  const { rowCount } = await db.query('UPDATE workers SET stopped_at = $2 WHERE id = $1', [workerId, now]);
+  if (rowCount > 0) await sendNotifications(db, [REBALANCE_NOTIFICATION]);
 }
 
 /**
  * Tells every listening worker to rebalance now (see REBALANCE_PAYLOAD): when a worker joins. (A stop and a release
- * announce themselves, in their own statements.) Delivered at commit, so the others see the change it announces.
+ * announce themselves after their own statements.) Sent after what the caller committed, so the others see it.
  *
  * @example
  * ```ts
@@ -148,7 +148,7 @@ export async function markStopped(db: SqlExecutor, workerId: string, now: Date):
  * ```
  */
 export async function announceRebalance(db: SqlExecutor): Promise<void> {
-  await db.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, REBALANCE_PAYLOAD]);
+  await sendNotifications(db, [REBALANCE_NOTIFICATION]);
 }
 
 /**

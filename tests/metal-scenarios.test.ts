@@ -68,6 +68,36 @@ describe('metal on the simulator: faults mid-lifecycle', () => {
     expect(new Set(keys).size).toBe(keys.length);
   });
 
+  it('metal.abort while the site agent is away cancels the BMC command it was sent: back online, it never runs it', async () => {
+    const [machine] = await availableMachines(sim, site, 1);
+    site.offline();
+    await deploy(machine!);
+    // The deploy's ramdisk step sends its one-time boot device to the site agent, which is not polling.
+    const open = async () =>
+      (
+        await sim.database.query<{ id: string; state: string }>(
+          `SELECT id, state FROM commands WHERE target_node_id = $1 ORDER BY created_at`,
+          [machine!.nodeId],
+        )
+      ).rows.filter((c) => ['pending', 'dispatched', 'acked', 'running'].includes(c.state));
+    for (let i = 0; i < 20 && (await open()).length === 0; i += 1) await sim.compute.runDueWork();
+    const sent = await open();
+    expect(sent.length).toBeGreaterThan(0);
+    const ranBefore = ran(sim, machine).length;
+    await sim.api.metal.abort(sim.token, { tenantId: 'root', nodeId: machine!.nodeId!, reason: 'wrong image' });
+    expect(await open()).toEqual([]);
+    await site.online();
+    await sim.settle();
+    expect((await sim.get(machine!)).state).toBe('failed');
+    // The agent came back to find the command cancelled: nothing of the aborted deploy ran on the machine.
+    expect(ran(sim, machine).slice(ranBefore)).toEqual([]);
+    const { rows } = await sim.database.query<{ state: string; reason: string }>(
+      'SELECT state, reason FROM commands WHERE id = ANY($1::text[])',
+      [sent.map((c) => c.id)],
+    );
+    expect(rows.every((c) => c.state === 'cancelled' && c.reason === 'workflow aborted: wrong image')).toBe(true);
+  });
+
   it('a machine that never comes back after kexec: REJOIN_TIMEOUT, the onFailure power reset, failed; recover deploys it', async () => {
     const [machine] = await availableMachines(sim, site, 1);
     await deploy(machine!);

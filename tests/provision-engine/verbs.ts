@@ -30,6 +30,37 @@ export function verbScenarios(getLab: () => EngineLab) {
     expect(record.owner).toEqual([lab.nodeId]);
   });
 
+  it('aborts a workflow whose control-plane step waits on a relayed command: that command is cancelled too', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-abort-relay', steps: [{ use: 'lab.relay', on: 'site' }] });
+    await lab.compute.runDueWork();
+    const sent = await lab.db.query<{ id: string; state: string }>(
+      'SELECT id, state FROM commands WHERE workflow_id = $1',
+      [id],
+    );
+    expect(sent.rows).toMatchObject([{ state: 'pending' }]);
+    await abortWorkflow(ctx(), { workflowId: id, reason: 'operator' });
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('cancelled');
+    const command = await lab.compute.commands.get(lab.db, sent.rows[0]?.id as string);
+    expect(command).toMatchObject({ state: 'cancelled', reason: 'workflow aborted: operator' });
+  });
+
+  it('sends nothing for a control-plane step whose workflow was aborted while it ran', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    record.duringRun = async (workflowId) => {
+      await abortWorkflow(ctx(), { workflowId, reason: 'operator' });
+    };
+    const id = await lab.start({ id: 'lab-abort-mid-run', steps: [{ use: 'lab.hookThenRelay', on: 'site' }] });
+    await lab.settle();
+    expect(record.runs.filter((r) => r.action === 'lab.hookThenRelay')).toHaveLength(1);
+    expect((await lab.workflow(id)).state).toBe('cancelled');
+    const { rows } = await lab.db.query('SELECT id FROM commands WHERE workflow_id = $1', [id]);
+    expect(rows).toEqual([]);
+  });
+
   it('cancels a pending workflow at once, with no cleanup owed', async () => {
     const lab = getLab();
     const id = await lab.start({

@@ -39,6 +39,8 @@ export const ERROR_REASONS = {
     'batch-rejected',
     'profile-version-used',
     'cleanup',
+    // A step's send after the step was aborted, failed or settled.
+    'step-ended',
     // A workflow verb refused in the workflow's state names that state.
     'pending',
     'running',

@@ -98,6 +98,30 @@ function stepsChange(plan: Plan, now: Date): CommitChange {
   };
 }
 
+const OPEN_STATES_SQL = OPEN_COMMAND_STATES.map((state) => `'${state}'`).join(', ');
+
+/**
+ * Cancels every open command step `stepId` of `workflowId` sent, in `tx` after the plan's statement: a relaying step's
+ * commands are its own (the step row records only an agent step's). The plan's statement already moved the step on,
+ * and a step's send holds the step row (see `sendCommand`), so a send that raced this transaction either committed
+ * before that statement (and is found here) or finds the step no longer running and writes nothing.
+ */
+async function cancelCommandsOfStep(
+  env: EngineEnv,
+  tx: SqlExecutor,
+  workflowId: string,
+  stepId: string,
+  reason: string,
+): Promise<void> {
+  // The open states spelled out, so the partial index on open commands serves the read.
+  const { rows } = await tx.query<{ id: string }>(
+    `SELECT id FROM commands WHERE state IN (${OPEN_STATES_SQL}) AND workflow_id = $1 AND step_id = $2
+     ORDER BY created_at`,
+    [workflowId, stepId],
+  );
+  for (const { id } of rows) await env.ctx.commands.cancel(tx, id, reason);
+}
+
 /** How writing a plan went; `revision` is the workflow's after it. */
 export type PlanCommit =
   | { status: 'committed'; revision: number; requeued: boolean }
@@ -143,9 +167,15 @@ export async function commitPlan(
   const sent = plan.command && plan.steps.get(plan.command.stepId);
   if (sent) sent.commandId = result.commandId ?? null;
   if (tx) {
-    for (const { commandId, reason } of plan.cancels) {
-      const command = await ctx.commands.get(tx, commandId);
-      if (command && OPEN_COMMAND_STATES.includes(command.state)) await ctx.commands.cancel(tx, command.id, reason);
+    for (const cancel of plan.cancels) {
+      if ('stepId' in cancel) {
+        await cancelCommandsOfStep(env, tx, plan.workflow.id, cancel.stepId, cancel.reason);
+        continue;
+      }
+      const command = await ctx.commands.get(tx, cancel.commandId);
+      if (command && OPEN_COMMAND_STATES.includes(command.state)) {
+        await ctx.commands.cancel(tx, command.id, cancel.reason);
+      }
     }
     if (plan.hostConfig) await setNodeHostSection(tx, plan.hostConfig.nodeId, plan.hostConfig.host, now);
   }

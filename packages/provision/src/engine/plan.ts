@@ -33,13 +33,21 @@ export interface Plan {
   readonly events: readonly NewEvent[];
   /** At most one command to send; the step `stepId` records its id. */
   readonly command?: { readonly input: NewCommand; readonly stepId: string };
-  /** Commands to cancel if they are still open. */
-  readonly cancels: readonly { readonly commandId: string; readonly reason: string }[];
+  /**
+   * Commands to cancel if they are still open: one by id, or every command a step of the workflow sent (`stepId`: a
+   * control-plane step's relayed commands, which the step row does not record).
+   */
+  readonly cancels: readonly PlanCancel[];
   /** The owner's work item to queue. */
   readonly owner?: { readonly kind: string; readonly key: string };
   /** The NodeSpec `host` section to set (and the node's generation to bump). */
   readonly hostConfig?: { readonly nodeId: string; readonly host: HostSection };
 }
+
+/** A command a plan cancels if it is still open, or every open command a step of the workflow sent. */
+export type PlanCancel =
+  | { readonly commandId: string; readonly reason: string }
+  | { readonly stepId: string; readonly reason: string };
 
 /** What a transition still needs to know before it can decide; it is read in a transaction with the workflow locked. */
 export type Need =
@@ -83,7 +91,7 @@ export class PlanDraft {
   private labelsRead = false;
   private readonly events: NewEvent[] = [];
   private command: Plan['command'];
-  private readonly cancels: { commandId: string; reason: string }[] = [];
+  private readonly cancels: PlanCancel[] = [];
   private owner: Plan['owner'];
   private hostConfig: Plan['hostConfig'];
 
@@ -125,6 +133,11 @@ export class PlanDraft {
   /** Cancels a command if it is still open. */
   cancelCommand(commandId: string, reason: string): void {
     this.cancels.push({ commandId, reason });
+  }
+
+  /** Cancels every command step `stepId` of this workflow sent that is still open, when the plan is written. */
+  cancelCommandsOf(stepId: string, reason: string): void {
+    this.cancels.push({ stepId, reason });
   }
 
   /** Queues the owner's work item. */

@@ -1,19 +1,54 @@
 import {
   type Command,
-  type ComputeError,
+  ComputeError,
   isComputeError,
   type ModuleContext,
   type NewCommand,
   type SqlExecutor,
 } from '@better-compute/core';
-import { type CommandStaging, commit } from '@better-compute/core/kernel';
+import { type CommandStaging, type CommitChange, commit } from '@better-compute/core/kernel';
 
-// The gate of a step's one-statement send (core's `commit` change): it writes nothing itself, and holds while the
-// worker holds its shard (the commit adds the fence and that the node exists to its guard).
-const SEND_GATE = {
-  name: 'step_send',
-  sql: ({ guard }: { guard: string }) => `SELECT 1 AS sent WHERE ${guard}`,
-};
+// The states in which a step may still send: a control-plane step runs as `running`; an agent step awaiting its
+// node's rejoin is `waiting`.
+const SENDING_STATES_SQL = "'running', 'waiting'";
+
+/**
+ * The gate of a step's one-statement send (core's `commit` change): it writes nothing itself, and holds while the
+ * worker holds its shard (the commit adds the fence and that the node exists to its guard) and the sending step is
+ * still running. It share-locks the step row, so an abort (which moves the step on, then cancels the step's open
+ * commands, in one transaction) either waits for the send and cancels it, or is seen by it: a command is never sent
+ * for a step already aborted.
+ */
+function sendGate(command: NewCommand): CommitChange {
+  const { workflowId, stepId } = command;
+  return {
+    name: 'step_send',
+    sql: ({ bind, guard }) =>
+      workflowId && stepId
+        ? `SELECT 1 AS sent FROM workflow_steps s WHERE s.workflow_id = ${bind(workflowId)}
+             AND s.step_id = ${bind(stepId)} AND s.state IN (${SENDING_STATES_SQL}) AND ${guard} FOR SHARE OF s`
+        : `SELECT 1 AS sent WHERE ${guard}`,
+  };
+}
+
+/**
+ * The step's row held (share-locked) in `tx` while it may still send; INVALID_STATE `step-ended` otherwise (aborted,
+ * failed or settled meanwhile): the same check as the one-statement send's gate, for a send written in a transaction.
+ */
+async function holdSendingStep(tx: SqlExecutor, command: NewCommand): Promise<void> {
+  const { workflowId, stepId } = command;
+  if (!workflowId || !stepId) return;
+  const { rowCount } = await tx.query(
+    `SELECT 1 FROM workflow_steps WHERE workflow_id = $1 AND step_id = $2 AND state IN (${SENDING_STATES_SQL})
+     FOR SHARE`,
+    [workflowId, stepId],
+  );
+  if (rowCount === 0) {
+    throw new ComputeError('INVALID_STATE', `step ${stepId} of workflow ${workflowId} is no longer running`, {
+      details: { reason: 'step-ended', path: ['stepId'] },
+    });
+  }
+}
 
 /**
  * Sends a command now: in one statement (the command staged, fenced by the worker's lease) when the queue can stage
@@ -31,11 +66,14 @@ export async function sendCommand(
   command: NewCommand,
 ): Promise<Command | undefined> {
   if ((ctx.commands as Partial<CommandStaging>).stage) {
-    const written = await commit(ctx, { changes: [SEND_GATE], command });
+    const written = await commit(ctx, { changes: [sendGate(command)], command });
     if (written.status === 'committed') return undefined;
     if (written.status === 'refused') throw written.error;
   }
-  return ctx.sql.transaction((tx) => ctx.commands.enqueue(tx, command));
+  return ctx.sql.transaction(async (tx) => {
+    await holdSendingStep(tx, command);
+    return ctx.commands.enqueue(tx, command);
+  });
 }
 
 /** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), none held, or refused. */
@@ -119,7 +157,7 @@ export class RunGate {
     if (!command) return 'none';
     try {
       if (requeueAt !== undefined) {
-        const written = await commit(this.ctx, { changes: [SEND_GATE], command, requeue: requeueAt });
+        const written = await commit(this.ctx, { changes: [sendGate(command)], command, requeue: requeueAt });
         if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
         if (written.status === 'refused') return { refused: written.error };
       }

@@ -102,6 +102,8 @@ export async function abortWorkflow(ctx: VerbContext, input: WorkflowRef & { rea
       if (step.phase === 'cleanup') continue;
       if (step.state === 'running' || step.state === 'waiting') {
         cancelStepCommand(draft, step, `workflow aborted: ${reason ?? 'aborted'}`);
+        // A control-plane step's relayed commands (a power cycle, an image write) are the step in flight's too.
+        draft.cancelCommandsOf(step.stepId, `workflow aborted: ${reason ?? 'aborted'}`);
       }
       if (['pending', 'running', 'waiting'].includes(step.state)) {
         draft.updateStep(step, { state: 'cancelled', finishedAt: now });

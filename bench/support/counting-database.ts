@@ -4,10 +4,10 @@ import { commitsOnItsOwn } from '@better-compute/testkit';
 /**
  * What a {@link countingDatabase} has seen. A round trip is one message exchange between the client and the server
  * that the caller waits for: every `query` (inside a transaction or not), plus BEGIN and COMMIT (or ROLLBACK) of every
- * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one, plus the statement
- * that sends the notifications asked for after a commit (`notifyAfterCommit`: one per top-level transaction that asked,
- * one per call outside a transaction; counted although the PostgreSQL handle does not wait for its answer).
- * Notifications delivered to listeners are not counted.
+ * top-level `transaction()`, plus SAVEPOINT and RELEASE (or ROLLBACK TO) of every nested one. The statement that sends
+ * the notifications asked for after a commit (`notifyAfterCommit`: one per top-level transaction that asked, one per
+ * call outside a transaction) is not a round trip: the PostgreSQL handle sends it without waiting for its answer. It
+ * is counted apart (`notifies`, and its own line in `byText`). Notifications delivered to listeners are not counted.
  */
 export interface QueryCounts {
   /** `query` calls, inside transactions or not. */
@@ -18,13 +18,15 @@ export interface QueryCounts {
   savepoints: number;
   /** Top-level statements other than plain reads: each commits on its own (counted in `statements` too). */
   autocommits: number;
+  /** Statements that sent a commit's notifications after it, not waited for (not in `statements`). */
+  notifies: number;
   /** Statements by their text (whitespace collapsed, cut at 100 characters), plus the BEGIN/COMMIT and savepoint pairs. */
   byText: Map<string, number>;
 }
 
 export const TRANSACTION_PAIR = 'BEGIN … COMMIT (2 per top-level transaction)';
 export const SAVEPOINT_PAIR = 'SAVEPOINT … RELEASE (2 per nested transaction)';
-export const NOTIFY_AFTER_COMMIT = 'NOTIFY after a commit (1 per transaction or statement that asked; not waited for)';
+export const NOTIFY_AFTER_COMMIT = 'NOTIFY after a commit, not waited for (not in the round trips)';
 
 /** Commits of a count: top-level transactions and statements that commit on their own. */
 export function commits(counts: Omit<QueryCounts, 'byText'>): number {
@@ -53,6 +55,7 @@ export function since(later: QueryCounts, earlier: QueryCounts): QueryCounts {
     transactions: later.transactions - earlier.transactions,
     savepoints: later.savepoints - earlier.savepoints,
     autocommits: later.autocommits - earlier.autocommits,
+    notifies: later.notifies - earlier.notifies,
     byText,
   };
 }
@@ -145,7 +148,14 @@ function factsOf(text: string): TextFacts {
  * still sees the same async context.
  */
 export function countingDatabase(db: SqlDatabase): CountingDatabase {
-  const counts: QueryCounts = { statements: 0, transactions: 0, savepoints: 0, autocommits: 0, byText: new Map() };
+  const counts: QueryCounts = {
+    statements: 0,
+    transactions: 0,
+    savepoints: 0,
+    autocommits: 0,
+    notifies: 0,
+    byText: new Map(),
+  };
   const sentAt = new Map<string, number>();
   const busyMs = new Map<string, number>();
   const bump = (key: string, by = 1) => counts.byText.set(key, (counts.byText.get(key) ?? 0) + by);
@@ -177,7 +187,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
   // The statement a notifyAfterCommit sends on the database's handle, counted and timed as any other.
   const notifyNow = async (notifications: readonly Notification[]) => {
     if (notifications.length === 0) return;
-    counts.statements += 1;
+    counts.notifies += 1;
     bump(NOTIFY_AFTER_COMMIT);
     note(NOTIFY_AFTER_COMMIT);
     const started = performance.now();
@@ -234,7 +244,7 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       const result = await db.transaction((tx) => fn(wrapTx(tx, inserted, notifies)));
       note('COMMIT');
       if (notifies.asked) {
-        counts.statements += 1;
+        counts.notifies += 1;
         bump(NOTIFY_AFTER_COMMIT);
       }
       const at = performance.timeOrigin + performance.now();

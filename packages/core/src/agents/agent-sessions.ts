@@ -2,8 +2,7 @@ import { requireText } from '../checks/checks';
 import { ComputeError } from '../errors';
 import { newId } from '../ids';
 import type { SqlExecutor } from '../sql/executor';
-import { sendNotifications } from '../sql/notifications';
-import { workNotifications } from '../work/work-queue';
+import { notifyInStatementSql } from '../work/work-queue';
 import { settleBootLease } from './boot-leases';
 import { DEFAULT_SESSION_STALE_AFTER_MS, staleBefore } from './freshness';
 import { sessionWakeSql } from './session-wakes';
@@ -100,12 +99,11 @@ export async function openAgentSession(tx: SqlExecutor, input: OpenAgentSessionI
     const { rows } = await inner.query<SessionRow & { woken: unknown }>(
       `WITH opened AS (INSERT INTO agent_sessions (id, node_id, role, boot_id, connected_at, last_seen_at)
        VALUES ($1, $2, $3, $4, $5, $5) RETURNING *) ${wake.cte}
-       SELECT opened.*, ${wake.payloads} AS woken FROM opened`,
+       SELECT opened.*, ${notifyInStatementSql(wake.payloads)} AS woken FROM opened`,
       [newId('ses'), nodeId, input.role, bootId, now],
     );
     if (row.kind === 'site-agent' && row.site_id !== null) await settleBootLease(inner, row.site_id, now);
-    const { woken, ...session } = rows[0] as SessionRow & { woken: unknown };
-    await sendNotifications(inner, workNotifications(woken));
+    const { woken: _woken, ...session } = rows[0] as SessionRow & { woken: unknown };
     return toSession(session as SessionRow);
   });
 }

@@ -7,7 +7,7 @@ import { validateInput } from '../manifest';
 import type { SqlExecutor } from '../sql/executor';
 import { sendNotifications } from '../sql/notifications';
 import type { WorkQueue } from '../work/types';
-import { urgentWakeSql, workNotifications } from '../work/work-queue';
+import { notifyInStatementSql, urgentWakeSql } from '../work/work-queue';
 import { checkNewCommand, MAX_COMMAND_REASON_LENGTH, requireText } from './command-input';
 import { bytesParam, type CommandRow, selectCommand, toCommand } from './command-rows';
 import type { StagedCommand } from './staged-command';
@@ -101,12 +101,16 @@ async function applyMove(
        reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
      WHERE ${where} RETURNING *`;
   // A settle queues its wake in the same statement, so an agent's result is one round trip and needs no transaction
-  // to be atomic; with a work queue that is not the kernel's (the testkit's), through enqueue.
+  // to be atomic; with a work queue that is not the kernel's (the testkit's), through enqueue. Its notification is
+  // sent by the statement too: the waiting workflow's next command follows this result, and a wake sent after the
+  // commit would first wait for the agent API's process to run again.
   const wake = terminal
     ? urgentWakeSql(work, 'woken', 'SELECT wake_kind, wake_key FROM moved', '$3', params)
     : undefined;
   const { rows } = await tx.query<CommandRow & { woken?: unknown }>(
-    wake ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${wake.payloads} AS woken FROM moved` : update,
+    wake
+      ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${notifyInStatementSql(wake.payloads)} AS woken FROM moved`
+      : update,
     params,
   );
   const row = rows[0];
@@ -114,8 +118,7 @@ async function applyMove(
     if (guard) return undefined;
     throw notFound(commandId);
   }
-  const { woken, ...settled } = row;
-  await sendNotifications(tx, workNotifications(woken));
+  const { woken: _woken, ...settled } = row;
   const moved = toCommand(settled as CommandRow);
   if (terminal && moved.wake && !wake) {
     await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });

@@ -56,6 +56,21 @@ export function workNotifications(payloads: unknown) {
   return notificationsOn(WORK_CHANNEL, payloads);
 }
 
+/**
+ * The SQL expression that sends, in the statement itself (delivered at its commit), the work notifications whose
+ * payloads `payloads` (a wake's `payloads` expression) selects; counts them. For the statements an agent's own call
+ * commits (a command's result, a session's open): their wake must not wait for the calling process to get the CPU
+ * back after its commit. Everything else sends after its commit (see `sendNotifications` for why).
+ *
+ * @example
+ * ```ts
+ * const text = `WITH moved AS (UPDATE …) ${wake.cte} SELECT moved.*, ${notifyInStatementSql(wake.payloads)} AS woken FROM moved`;
+ * ```
+ */
+export function notifyInStatementSql(payloads: string): string {
+  return `(SELECT count(pg_notify('${WORK_CHANNEL}', p)) FROM unnest(${payloads}) AS p)`;
+}
+
 // One statement: the upsert, returning the notification payload for the shard's owner (saying so when the wake is
 // urgent, so a busy worker claims at once). It is sent after commit, so a worker is never woken for work it cannot see.
 const ENQUEUE_SQL = `

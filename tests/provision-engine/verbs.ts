@@ -53,9 +53,12 @@ export function verbScenarios(getLab: () => EngineLab) {
     record.duringRun = async (workflowId) => {
       await abortWorkflow(ctx(), { workflowId, reason: 'operator' });
     };
-    const id = await lab.start({ id: 'lab-abort-mid-run', steps: [{ use: 'lab.hookThenRelay', on: 'site' }] });
+    const id = await lab.start({
+      id: 'lab-abort-mid-run',
+      steps: [{ use: 'lab.relay', on: 'site', with: { hookFirst: true } }],
+    });
     await lab.settle();
-    expect(record.runs.filter((r) => r.action === 'lab.hookThenRelay')).toHaveLength(1);
+    expect(record.runs.filter((r) => r.action === 'lab.relay')).toHaveLength(1);
     expect((await lab.workflow(id)).state).toBe('cancelled');
     const { rows } = await lab.db.query('SELECT id FROM commands WHERE workflow_id = $1', [id]);
     expect(rows).toEqual([]);

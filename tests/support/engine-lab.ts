@@ -266,9 +266,12 @@ export const labSteps = [
       key: field.string().optional(),
       pollMs: field.number().optional(),
       kind: field.string().optional(),
+      // Runs `lab.duringRun`'s hook first (an abort of its own workflow, say).
+      hookFirst: field.boolean().optional(),
     }),
     async run(input, ctx) {
       record('lab.relay', ctx);
+      if (input.hookFirst) await lab.duringRun?.(ctx.workflowId, ctx.attempt);
       const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
       if (!agent) throw stepNotReady(2_000);
       const sent = await awaitCommand(ctx, {
@@ -277,29 +280,6 @@ export const labSteps = [
         payload: {},
         ...(input.key ? { key: input.key } : {}),
         ...(input.pollMs !== undefined ? { pollMs: input.pollMs } : {}),
-        targetNodeId: ctx.node!.id,
-      });
-      return { commandId: sent.commandId };
-    },
-  }),
-  defineStep({
-    // `lab.duringRun`'s hook first (an abort of its own workflow, say), then a relayed `lab.wipe`, as `lab.relay`.
-    id: 'lab.hookThenRelay',
-    runsOn: 'control-plane',
-    relays: ['site'],
-    sends: ['lab.wipe'],
-    timeout: '20m',
-    retrySafe: true,
-    input: empty,
-    async run(_input, ctx) {
-      record('lab.hookThenRelay', ctx);
-      await lab.duringRun?.(ctx.workflowId, ctx.attempt);
-      const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
-      if (!agent) throw stepNotReady(2_000);
-      const sent = await awaitCommand(ctx, {
-        nodeId: agent.nodeId,
-        kind: 'lab.wipe',
-        payload: {},
         targetNodeId: ctx.node!.id,
       });
       return { commandId: sent.commandId };

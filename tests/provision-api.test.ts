@@ -416,8 +416,9 @@ describe.each(BACKENDS)('the provision API on $name', ({ create }) => {
       }
       await store('globex', { id: 'globex-secret', steps: [{ use: 'lab.noop' }] });
       const hidden = { tenantId: 'acme', profileId: 'globex-secret' };
-      for (const call of [api.profiles.get(acme, hidden), api.profiles.validate(acme, hidden)]) {
-        expect(await apiError(call)).toMatchObject({ code: 'NOT_FOUND', details: { path: ['profileId'] } });
+      // One call at a time: a second one made up front would reject unobserved while the first is awaited.
+      for (const call of [() => api.profiles.get(acme, hidden), () => api.profiles.validate(acme, hidden)]) {
+        expect(await apiError(call())).toMatchObject({ code: 'NOT_FOUND', details: { path: ['profileId'] } });
       }
       expect(await apiError(api.profiles.render(acme, hidden))).toMatchObject({ code: 'NOT_FOUND' });
       const { items } = await api.profiles.list(acme, { tenantId: 'acme', limit: 100 });

@@ -223,8 +223,15 @@ export async function startSiteAgent(
         const operation = String(payload.operation);
         operations.push(operation);
         const outcome = await behaviour(operation);
-        if ('fail' in outcome) await agent.fail(command.id, outcome.fail);
-        else await agent.complete(command.id, { result: outcome.result as never });
+        // A command cancelled while the BMC call ran (its workflow aborted) refuses the report: a real agent drops it.
+        const report =
+          'fail' in outcome
+            ? agent.fail(command.id, outcome.fail)
+            : agent.complete(command.id, { result: outcome.result as never });
+        await report.catch((error: unknown) => {
+          const refusal = error as { code?: unknown; details?: { state?: unknown } };
+          if (!(refusal.code === 'INVALID_STATE' && refusal.details?.state === 'cancelled')) throw error;
+        });
       }
     }
   })();

@@ -39,7 +39,8 @@ export async function recordAgentSessionWakes(
 
 /**
  * The CTE (named `woken`) that queues an urgent wake, due now, of every recorded kind keyed by the node `nodeParam`,
- * and the expression of their notifications' payloads (sent after commit: `workNotifications`), for `openAgentSession`'s insert.
+ * and the expression of their notifications' payloads, for `openAgentSession`'s insert (which sends them itself, at its
+ * commit: `notifyInStatementSql`).
  *
  * @example
  * ```ts

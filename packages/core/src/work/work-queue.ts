@@ -82,8 +82,8 @@ const shardCounts = new WeakMap<WorkQueue, number>();
 
 /**
  * For a statement that queues the urgent wake of the rows it changed, as {@link WorkQueue.enqueue} would, in the same
- * statement: the CTE to append (named `name`) and the expression of its notifications' payloads, to select once and
- * send after commit ({@link workNotifications}).
+ * statement: the CTE to append (named `name`) and the expression of its notifications' payloads, to select once: sent
+ * after the commit ({@link workNotifications}) or by the statement itself ({@link notifyInStatementSql}).
  * `rows` selects `(kind, key)` pairs (rows with a NULL kind are skipped); `nowParam` is the placeholder of now, and
  * the shard count is pushed onto `params`. Undefined for a work queue not made by {@link createWorkQueue} (the
  * testkit's): the caller then calls `enqueue`.

@@ -45,7 +45,7 @@ async function holdSendingStep(tx: SqlExecutor, command: NewCommand): Promise<vo
   );
   if (rowCount === 0) {
     throw new ComputeError('INVALID_STATE', `step ${stepId} of workflow ${workflowId} is no longer running`, {
-      details: { reason: 'step-ended', path: ['stepId'] },
+      details: { reason: 'step-ended', workflowId, stepId },
     });
   }
 }

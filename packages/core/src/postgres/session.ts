@@ -1,7 +1,7 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { ComputeError } from '../errors';
 import type { Notification, NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
-import { notificationParams, notifySql } from '../sql/notifications';
+import { NOTIFY_SQL, notificationParams } from '../sql/notifications';
 import { SqlError, toSqlError } from '../sql/sql-error';
 
 type AnySql = Sql | TransactionSql;
@@ -218,7 +218,7 @@ export class PostgresSession implements SqlDatabase {
    */
   notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
     if (notifications.length > 0 && !this.#closed) {
-      void runQuery(this.client, notifySql(), notificationParams(notifications), this.limits).catch(() => undefined);
+      void runQuery(this.client, NOTIFY_SQL, notificationParams(notifications), this.limits).catch(() => undefined);
     }
     return Promise.resolve();
   }

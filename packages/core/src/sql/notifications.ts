@@ -1,7 +1,7 @@
 import type { Notification, SqlExecutor } from './executor';
 
-// One statement sends any number of notifications: the channels and payloads as two parallel arrays.
-const NOTIFY_SQL =
+/** One statement that sends any number of notifications; its parameters are {@link notificationParams}. */
+export const NOTIFY_SQL =
   'SELECT count(pg_notify(n.channel, n.payload))::int AS sent FROM unnest($1::text[], $2::text[]) AS n (channel, payload)';
 
 /**
@@ -33,36 +33,9 @@ export async function sendNotifications(sql: SqlExecutor, notifications: readonl
  *
  * @example
  * ```ts
- * await db.query(notifySql(), notificationParams([{ channel: 'bc_work', payload: '3' }]));
+ * await db.query(NOTIFY_SQL, notificationParams([{ channel: 'bc_work', payload: '3' }]));
  * ```
  */
 export function notificationParams(notifications: readonly Notification[]): [string[], string[]] {
   return [notifications.map((n) => n.channel), notifications.map((n) => n.payload)];
-}
-
-/**
- * The statement that sends notifications whose parameters are {@link notificationParams}.
- *
- * @example
- * ```ts
- * await db.query(notifySql(), notificationParams(notes));
- * ```
- */
-export function notifySql(): string {
-  return NOTIFY_SQL;
-}
-
-/**
- * The notifications on `channel` for payloads a statement selected as an array column (`array_agg(…)`, NULL when its
- * CTE wrote no row): each non-empty text payload once.
- *
- * @example
- * ```ts
- * await sendNotifications(tx, notificationsOn(WORK_CHANNEL, rows[0]?.woken));
- * ```
- */
-export function notificationsOn(channel: string, payloads: unknown): Notification[] {
-  if (!Array.isArray(payloads)) return [];
-  const unique = new Set(payloads.filter((p): p is string => typeof p === 'string' && p.length > 0));
-  return [...unique].map((payload) => ({ channel, payload }));
 }

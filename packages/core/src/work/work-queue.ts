@@ -1,8 +1,8 @@
 import { requireText } from '../checks/checks';
 import type { Clock } from '../clock';
 import { ComputeError } from '../errors';
-import type { SqlExecutor } from '../sql/executor';
-import { notificationsOn, sendNotifications } from '../sql/notifications';
+import type { Notification, SqlExecutor } from '../sql/executor';
+import { sendNotifications } from '../sql/notifications';
 import { assertShardCount, DEFAULT_SHARDS, shardOf } from './shard';
 import { URGENT_SUFFIX, WORK_CHANNEL, type WorkQueue, type WorkRequest } from './types';
 
@@ -44,16 +44,19 @@ const shardPayloadSql = (urgent: string) => `shard::text || CASE WHEN ${urgent} 
 const payloadsOf = (name: string, urgent: string) => `(SELECT array_agg(${shardPayloadSql(urgent)}) FROM ${name})`;
 
 /**
- * The notifications on the work channel for the payloads a statement selected from a wake's `payloads` expression:
- * for the caller to send with `sendNotifications` once the statement is committed.
+ * The notifications on the work channel for the payloads a statement selected from a wake's `payloads` expression
+ * (an array, NULL when the wake queued nothing), each once: for the caller to send with `sendNotifications` once the
+ * statement is committed.
  *
  * @example
  * ```ts
  * await sendNotifications(tx, workNotifications(rows[0]?.woken));
  * ```
  */
-export function workNotifications(payloads: unknown) {
-  return notificationsOn(WORK_CHANNEL, payloads);
+export function workNotifications(payloads: unknown): Notification[] {
+  if (!Array.isArray(payloads)) return [];
+  const unique = new Set(payloads.filter((p): p is string => typeof p === 'string' && p.length > 0));
+  return [...unique].map((payload) => ({ channel: WORK_CHANNEL, payload }));
 }
 
 /**

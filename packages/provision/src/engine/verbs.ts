@@ -6,7 +6,7 @@ import { inCleanupPhase } from './advance';
 import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, WORKFLOW_WORK_KIND } from './constants';
 import { isEmptyPlan, PlanDraft } from './plan';
-import { cancelStepCommand, type EngineEnv, finishWorkflow } from './transitions';
+import { type EngineEnv, finishWorkflow } from './transitions';
 import { loadWorkflow, type StepRecord } from './workflow-rows';
 import { toWorkflowView, type WorkflowView } from './workflow-view';
 
@@ -101,8 +101,8 @@ export async function abortWorkflow(ctx: VerbContext, input: WorkflowRef & { rea
     for (const step of steps) {
       if (step.phase === 'cleanup') continue;
       if (step.state === 'running' || step.state === 'waiting') {
-        cancelStepCommand(draft, step, `workflow aborted: ${reason ?? 'aborted'}`);
-        // A control-plane step's relayed commands (a power cycle, an image write) are the step in flight's too.
+        // Every open command the step sent: an agent step's own, and a control-plane step's relayed ones (a power
+        // cycle, an image write), which its row does not record.
         draft.cancelCommandsOf(step.stepId, `workflow aborted: ${reason ?? 'aborted'}`);
       }
       if (['pending', 'running', 'waiting'].includes(step.state)) {

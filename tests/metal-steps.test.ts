@@ -162,12 +162,16 @@ let afterStatement:
   | { pattern: RegExp; when?: (rows: readonly Record<string, unknown>[]) => boolean; run: () => Promise<void> }
   | undefined;
 
+// Every statement sent outside a transaction while a test records (undefined: not recording).
+let recorded: string[] | undefined;
+
 function hookedDatabase(db: SqlDatabase): SqlDatabase {
   return {
     get backend() {
       return db.backend;
     },
     async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      recorded?.push(text);
       const result = await db.query<R>(text, params);
       const hook = afterStatement;
       if (hook?.pattern.test(text) && (hook.when?.(result.rows as Record<string, unknown>[]) ?? true)) {
@@ -233,6 +237,7 @@ afterAll(async () => {
 
 beforeEach(async () => {
   afterStatement = undefined;
+  recorded = undefined;
   await scratch.db.query(
     `TRUNCATE metal_machines, metal_macs, workflow_steps, workflows, profiles, commands, work_items, events,
        agent_sessions, pki_secrets, nodes, sites CASCADE`,
@@ -415,6 +420,38 @@ describe('metal.ensureRamdisk', () => {
     expect(wf.steps[0]?.result).toMatchObject({ bootId: machine.bootId, macs: 2 });
   });
 
+  it("takes the machine and its commands from the claim's preload: no pass reads them itself", async () => {
+    site.respond('driver.invoke', (command) => {
+      const operation = (command.payload as { operation: string }).operation;
+      if (operation === 'power.setPower') void machine.connect();
+      return { outcome: 'succeed' };
+    });
+    machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
+    recorded = [];
+    const wf = await run([
+      { use: 'metal.ensureRamdisk', on: 'site' },
+      { use: 'inspect.collect', on: 'ramdisk' },
+    ]);
+    const statements = recorded;
+    recorded = undefined;
+    expect(wf.state).toBe('succeeded');
+    expect((await commandsOf(wf.id)).map((c) => c.key.split('#0:')[1])).toEqual([
+      'boot-device',
+      `boot-entry:${MACS[0]}`,
+      `boot-entry:${MACS[1]}`,
+      'power-cycle',
+      'inventory',
+    ]);
+    // Five commands answered, each result a pass of its own, and the ramdisk's join one more: the claims read the
+    // machine (with metal's preload) and the step's commands, so neither the machine's read, the node's read, nor a
+    // command lookup by key ran.
+    expect(statements.filter((text) => /'metal\.machine'/.test(text)).length).toBeGreaterThanOrEqual(6);
+    expect(statements.filter((text) => /machine_tenant_id/.test(text))).toEqual([]);
+    expect(statements.filter((text) => /FROM nodes n LEFT JOIN commands c/.test(text))).toEqual([]);
+    expect(statements.filter((text) => /FROM commands WHERE node_id = \$1 AND key = \$2/.test(text))).toEqual([]);
+    expect(wf.steps[1]?.result).toMatchObject({ labels: { 'gpu.model': 'H100' } });
+  });
+
   it('a re-run skips the commands already done (found by key), sending only what is missing', async () => {
     // The step runs again and again while its commands are open: each run finds what earlier runs sent (by key) and
     // sends only what comes next, minting a token only for a boot entry not sent yet.
@@ -493,10 +530,14 @@ describe('inspect.collect', () => {
     await machine.connect();
     machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
     let raced = 0;
+    // The read the write starts from: the one that finds the ramdisk's report in, the step's own or the claim's.
+    const preloadedReport = (row: Record<string, unknown> | undefined) => {
+      const reads = (row?.preloaded as { step_reads?: { commands?: { state?: string }[] } } | null)?.step_reads;
+      return reads?.commands?.some((c) => c.state === 'succeeded') === true;
+    };
     afterStatement = {
-      // The read the write starts from: the one that finds the ramdisk's report in.
-      pattern: /xmin::text AS version/,
-      when: (rows) => rows[0]?.state === 'succeeded',
+      pattern: /xmin::text AS version|'version', n\.xmin::text/,
+      when: (rows) => rows[0]?.state === 'succeeded' || rows.some((row) => preloadedReport(row)),
       run: async () => {
         raced += 1;
         await scratch.db.query(`UPDATE nodes SET labels = labels || '{"owner":"team-a"}'::jsonb WHERE id = $1`, [

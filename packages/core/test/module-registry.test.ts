@@ -105,7 +105,7 @@ describe('createModuleRegistry', () => {
     ).toMatchObject({ code: 'INVALID_CONFIG', details: { path: ['modules', 1, 'api', 'nodes'] } });
   });
 
-  it('refuses a reconciler preload that is not { sql(key) } returning an SQL expression, and keeps a good one', () => {
+  it('refuses a reconciler preload that is not { sql(key, now) } returning an SQL expression, and keeps a good one', () => {
     const bad: unknown[] = [
       'SELECT 1',
       { sql: 'SELECT 1' },
@@ -126,7 +126,7 @@ describe('createModuleRegistry', () => {
     }
     const good = Object.assign(async () => undefined, { preload: { sql: (key: string) => `(SELECT ${key})` } });
     const registry = createModuleRegistry({ modules: [{ id: 'a', reconcilers: { sweep: good } }] });
-    expect(registry.reconcilers.get('sweep')?.preload?.sql('k')).toBe('(SELECT k)');
+    expect(registry.reconcilers.get('sweep')?.preload?.sql('k', 'now()')).toBe('(SELECT k)');
   });
 
   it('refuses a reconciler park that is not { sql(on, now) } returning an SQL expression, and keeps a good one', () => {

@@ -3,7 +3,7 @@ import { type ImageVerifier, imageVerifier } from '@better-compute/pki';
 import { type ProvisionApi, provisionApi } from './api';
 import { createConfigUnitRegistry } from './config-units/registry';
 import type { ConfigUnit } from './config-units/types';
-import { driverTargetsOf, type Profile, type Step } from './define/types';
+import { driverTargetsOf, type Profile, type Step, workflowPreloadsOf } from './define/types';
 import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
@@ -81,7 +81,12 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
     migrations: { folder: provisionMigrationsFolder },
     extensions: own,
     reconcilers: {
-      [WORKFLOW_WORK_KIND]: workflowReconciler(engine.steps, engine.configUnits, driverTargetsOf(modules)),
+      [WORKFLOW_WORK_KIND]: workflowReconciler(
+        engine.steps,
+        engine.configUnits,
+        driverTargetsOf(modules),
+        workflowPreloadsOf(modules),
+      ),
     },
     // A node workflow's item is keyed by the node id: a step waiting for the node's agent (an agent step awaiting
     // 'rejoin', wait.agentJoined, metal.ensureRamdisk) runs as soon as it connects; its poll stays the fallback.

@@ -232,6 +232,19 @@ export function connectedSiteAgentSql(
 }
 
 /**
+ * {@link connectedSiteAgentSql} with the freshness bound as an SQL expression (`staleBefore`, a timestamptz: sessions
+ * last seen at or before it count as gone), for a statement whose now is itself an SQL expression (a claim's preload).
+ *
+ * @example
+ * ```ts
+ * const agent = connectedSiteAgentAtSql('m.site_id', `(${now} - interval '60000 milliseconds')`);
+ * ```
+ */
+export function connectedSiteAgentAtSql(site: string, staleBefore: string): string {
+  return `SELECT n.id ${connectedSiteAgentsFrom(site, staleBefore)} LIMIT 1`;
+}
+
+/**
  * The site agents (nodes of kind `site-agent`) of a site with a connected session: the boot-lease holder first, then
  * the others most recently seen first. One statement.
  *

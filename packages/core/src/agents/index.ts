@@ -1,5 +1,6 @@
 export {
   closeAgentSession,
+  connectedSiteAgentAtSql,
   connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,

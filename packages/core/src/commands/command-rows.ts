@@ -86,3 +86,43 @@ export async function selectCommand(sql: SqlExecutor, id: string, lock = false):
   ]);
   return rows[0] ? toCommand(rows[0]) : undefined;
 }
+
+/**
+ * A `commands` row as one JSON value, for a statement that reads commands inside a larger JSON value (a claim's
+ * preload): the row's columns by name, the result bytes as base64. {@link commandFromJson} turns it back.
+ *
+ * @example
+ * ```ts
+ * const sql = `SELECT json_agg(${commandJsonSql('c')}) FROM commands c WHERE c.workflow_id = $1`;
+ * ```
+ */
+export function commandJsonSql(alias: string): string {
+  return `((to_jsonb(${alias}) - 'result') || jsonb_build_object('result', encode(${alias}.result, 'base64')))`;
+}
+
+const COMMAND_DATE_COLUMNS = ['not_after', 'created_at', 'updated_at', 'dispatched_at', 'finished_at'] as const;
+
+/**
+ * A command read as {@link commandJsonSql} wrote it, as a {@link Command}; undefined when the value is not one.
+ *
+ * @example
+ * ```ts
+ * const commands = (preloaded.commands as unknown[]).map(commandFromJson).filter((c) => c !== undefined);
+ * ```
+ */
+export function commandFromJson(value: unknown): Command | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const raw = value as Record<string, unknown>;
+  if (typeof raw.id !== 'string' || typeof raw.key !== 'string' || typeof raw.node_id !== 'string') return undefined;
+  const row: Record<string, unknown> = { ...raw };
+  for (const column of COMMAND_DATE_COLUMNS) {
+    const at = raw[column];
+    row[column] = typeof at === 'string' ? new Date(at) : null;
+  }
+  row.result = typeof raw.result === 'string' ? Uint8Array.from(Buffer.from(raw.result, 'base64')) : null;
+  for (const column of ['batch_id', 'workflow_id', 'step_id', 'target_node_id', 'wake_kind', 'wake_key', 'reason']) {
+    if (row[column] === undefined) row[column] = null;
+  }
+  if (row.attested === undefined) row.attested = null;
+  return toCommand(row as unknown as CommandRow);
+}

@@ -1,6 +1,6 @@
 export { MAX_COMMAND_REASON_LENGTH } from './command-input';
 export { createCommandQueue, expireDueCommands, isCommandDue, MAX_POLL_LIMIT } from './command-queue';
-export { type CommandRow, toCommand } from './command-rows';
+export { type CommandRow, commandFromJson, commandJsonSql, toCommand } from './command-rows';
 export { createCommandKindRegistry, isCommandKindName } from './kind-registry';
 export type { StagedCommand } from './staged-command';
 export { assertCommandTransition, isTerminalCommandState, OPEN_COMMAND_STATES } from './state-machine';

@@ -160,7 +160,7 @@ export function createModuleRegistry(input: {
 }
 
 /**
- * A reconciler's SQL hook, if any (`preload`: `{ sql(key) }`; `park`: `{ sql(on, now) }`), is an object whose `sql`
+ * A reconciler's SQL hook, if any (`preload`: `{ sql(key, now) }`; `park`: `{ sql(on, now) }`), is an object whose `sql`
  * returns a non-empty SQL expression for sample arguments.
  */
 function checkSqlHook(hook: unknown, sampleArgs: readonly string[], refusal: string, path: (string | number)[]): void {
@@ -178,8 +178,8 @@ function checkSqlHook(hook: unknown, sampleArgs: readonly string[], refusal: str
 }
 
 function checkPreload(reconciler: Reconciler, kind: string, path: (string | number)[]): void {
-  const refusal = `reconciler '${kind}' has a preload that is not { sql(key) } returning an SQL expression`;
-  checkSqlHook(reconciler.preload, ['w.key'], refusal, path);
+  const refusal = `reconciler '${kind}' has a preload that is not { sql(key, now) } returning an SQL expression`;
+  checkSqlHook(reconciler.preload, ['w.key', '$1::timestamptz'], refusal, path);
 }
 
 function checkPark(reconciler: Reconciler, kind: string, path: (string | number)[]): void {

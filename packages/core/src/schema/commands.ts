@@ -40,5 +40,7 @@ export const commands = pgTable(
     unique('commands_node_key_uq').on(t.nodeId, t.key),
     index('commands_node_state_idx').on(t.nodeId, t.state),
     index('commands_open_idx').on(t.notAfter).where(sql`state IN ('pending', 'dispatched', 'acked', 'running')`),
+    // A workflow step's commands, whatever agent they went to: what the engine's claim preloads for the step in flight.
+    index('commands_workflow_step_idx').on(t.workflowId, t.stepId).where(sql`workflow_id IS NOT NULL`),
   ],
 );

@@ -38,10 +38,10 @@ export interface ClaimFilter {
   /** At most one item per key (for concurrent processing). Default true. */
   distinctKeys?: boolean;
   /**
-   * By kind: a scalar SQL expression of the claimed item's key (given as an SQL expression), read by the claim's own
-   * statement and returned as the item's `preloaded` (see `ReconcilerPreload`).
+   * By kind: a scalar SQL expression of the claimed item's key and the claim's now (given as SQL expressions), read by
+   * the claim's own statement and returned as the item's `preloaded` (see `ReconcilerPreload`).
    */
-  preload?: ReadonlyMap<string, (key: string) => string>;
+  preload?: ReadonlyMap<string, (key: string, now: string) => string>;
   /**
    * By kind: the boolean SQL expression of a parked item's `park_on` and now (see `ReconcilerPark`). A due parked item
    * whose expression is true (and whose `park_until` is still ahead) is not claimed: the same statement postpones it by
@@ -140,7 +140,7 @@ async function claim(db: SqlExecutor, filter: ClaimFilter, withNext: boolean): P
          ORDER BY w.not_before LIMIT 1)`)},
          NULL, NULL`
     : '';
-  const preload = preloadColumns(filter.preload, bind);
+  const preload = preloadColumns(filter.preload, bind, now);
   // set_config(…, true) lasts until the end of the statement's own transaction and is read when that commits. It is
   // a one-time filter of the first candidates' scan, which every claim runs.
   const relaxed = filter.relaxedCommit
@@ -251,12 +251,16 @@ function parkedParts(
  * snapshot's version, which the claim's own update does not change.
  */
 function preloadColumns(
-  preload: ReadonlyMap<string, (key: string) => string> | undefined,
+  preload: ReadonlyMap<string, (key: string, now: string) => string> | undefined,
   bind: Bind,
+  now: string,
 ): { columns: string; join: string } {
   if (!preload || preload.size === 0)
     return { columns: 'NULL::boolean AS preload_ok, NULL::json AS preloaded', join: '' };
-  const branches = [...preload].map(([kind, build]) => `WHEN c.kind = ${bind(kind)} THEN to_json(${build('c.key')})`);
+  const at = `${now}::timestamptz`;
+  const branches = [...preload].map(
+    ([kind, build]) => `WHEN c.kind = ${bind(kind)} THEN to_json(${build('c.key', at)})`,
+  );
   return {
     columns: `p.ok AS preload_ok, CASE WHEN NOT p.ok THEN NULL ${branches.join(' ')} END AS preloaded`,
     join: `CROSS JOIN LATERAL (SELECT coalesce((SELECT s.seq FROM work_items s

@@ -5,7 +5,7 @@ import { describeFailure } from './backoff';
 import type { ClaimAndNext, ClaimFilter } from './items';
 import type { Reconciler } from './types';
 
-type Build = (key: string) => string;
+type Build = (key: string, now: string) => string;
 type BuildPark = (on: string, now: string) => string;
 
 /**
@@ -68,7 +68,11 @@ export class ClaimPreloads {
     }
     for (const [kind, build] of this.#byKind) {
       try {
-        await db.query(`SELECT to_json(${build('$1::text')}) AS preloaded`, ['']);
+        // now is selected too, so the parameter's type is known even to a preload SQL that does not read it.
+        await db.query(`SELECT $2::timestamptz AS now, to_json(${build('$1::text', '$2::timestamptz')}) AS preloaded`, [
+          '',
+          new Date(),
+        ]);
       } catch (err) {
         this.#byKind.delete(kind);
         this.log.error('a reconciler preload failed its check; that kind reads for itself', {

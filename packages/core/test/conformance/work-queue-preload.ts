@@ -102,6 +102,24 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
       expect(values).toEqual({ n: 7, s: 'key:a' });
     });
 
+    it("gives the preload the claim's now (the worker's clock, not the server's)", async () => {
+      // The fake clock stands years away from the server's now(): a preload that read now() would not see it.
+      const at = clock.now().toISOString();
+      await enqueue('clocked', 'a');
+      const values: unknown[] = [];
+      const clocked = Object.assign(
+        async (_key: string, ctx: ModuleContext) => {
+          values.push(ctx.preloaded);
+        },
+        { preload: { sql: (key: string, now: string) => `(SELECT json_build_object('key', ${key}, 'now', ${now}))` } },
+      );
+      expect(await run({ clocked })).toBe(1);
+      expect(values).toHaveLength(1);
+      const value = values[0] as { key: string; now: string };
+      expect(value.key).toBe('a');
+      expect(new Date(value.now).toISOString()).toBe(at);
+    });
+
     it('withholds the preload when the item changed between the snapshot and the lock (seq moved)', async () => {
       // A wake that commits while a claim runs is seen by the claim's lock but not by its snapshot. A trigger that
       // bumps seq as the claim updates the row makes the locked version differ from the snapshot's the same way.
@@ -116,7 +134,7 @@ export function defineWorkQueuePreloadConformance(create: () => Promise<ScratchD
         claimant: 't',
         now: clock.now(),
         limit: 1,
-        preload: new Map([['probe', probe.preload?.sql as (key: string) => string]]),
+        preload: new Map([['probe', probe.preload?.sql as (key: string, now: string) => string]]),
       });
       expect(item).toBeDefined();
       expect(item && 'preloaded' in item).toBe(false);

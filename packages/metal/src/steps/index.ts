@@ -1,4 +1,4 @@
-import type { DriverTarget, Step } from '@better-compute/provision';
+import type { DriverTarget, Step, WorkflowPreload } from '@better-compute/provision';
 import { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
 import { diskWipe, resetGpus } from './attested-steps';
 import { getPower, mediaEject, mediaInsert, setBootDevice, setPower } from './bmc-steps';
@@ -6,6 +6,7 @@ import { type DeployStepOptions, deployStep } from './deploy';
 import { metalBmcTarget } from './driver-target';
 import { ensureRamdisk } from './ensure-ramdisk';
 import { inspectCollect } from './inspect-collect';
+import { metalMachinePreload } from './machine-preload';
 import { talosReady } from './talos-ready';
 
 export { bootKexec, daemonUpgrade, diagDcgm, nodeReboot } from './agent-steps';
@@ -15,6 +16,7 @@ export { type DeployStepOptions, deployStep } from './deploy';
 export { metalBmcTarget } from './driver-target';
 export { ensureRamdisk, RAMDISK_TOKEN_TTL_SECONDS } from './ensure-ramdisk';
 export { INVENTORY_LABEL_KEYS, inspectCollect, MAX_MACHINE_ADDRESSES } from './inspect-collect';
+export { METAL_MACHINE_PRELOAD_ID, metalMachinePreload } from './machine-preload';
 export {
   bmcPayloadOf,
   driverBinding,
@@ -69,12 +71,17 @@ export function createMetalSteps(options: DeployStepOptions = {}): readonly Step
 export const metalSteps: readonly Step[] = createMetalSteps();
 
 /**
- * What `metal()` registers as its extensions: {@link metalSteps} and {@link metalBmcTarget}, which puts the machine's
- * `bmc` on the `driver.invoke` of a profile's driver operations.
+ * What `metal()` registers as its extensions: {@link metalSteps}, {@link metalBmcTarget}, which puts the machine's
+ * `bmc` on the `driver.invoke` of a profile's driver operations, and {@link metalMachinePreload}, what the engine's
+ * claim reads for metal's steps.
  *
  * @example
  * ```ts
  * const module = { id: 'metal', extensions: metalExtensions };
  * ```
  */
-export const metalExtensions: readonly (Step | DriverTarget)[] = Object.freeze([...metalSteps, metalBmcTarget]);
+export const metalExtensions: readonly (Step | DriverTarget | WorkflowPreload)[] = Object.freeze([
+  ...metalSteps,
+  metalBmcTarget,
+  metalMachinePreload,
+]);

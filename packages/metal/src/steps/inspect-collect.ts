@@ -10,8 +10,15 @@ import {
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
 import { type CommandRow, commit, toCommand } from '@better-compute/core/kernel';
-import { awaitCommand, defineStep, type StepContext, stepCommandKey } from '@better-compute/provision';
+import {
+  awaitCommand,
+  defineStep,
+  type StepContext,
+  type StepPreloads,
+  stepCommandKey,
+} from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
+import { preloadedMachine } from './machine-preload';
 import { metalNode, RELAYED_COMMAND_POLL_MS, resultJson } from './relay';
 
 /**
@@ -98,6 +105,20 @@ async function readNodeAndCommand(
   if (!row) return { node: undefined, command: null };
   const node = { labels: row.labels, facts: row.facts, version: row.version };
   return { node, command: typeof row.id === 'string' ? toCommand(row as CommandRow) : null };
+}
+
+/**
+ * The same from what the claim read for the run (`ctx.preloads`): the command among this attempt's, and the node as
+ * metal's preload read it in the same snapshot (undefined when it did not: then the write reads it).
+ */
+function preloadedNodeAndCommand(
+  ctx: StepContext & { preloads: StepPreloads },
+  nodeId: string,
+  key: string,
+): { node: NodeVersion | undefined; command: Command | null } {
+  const full = stepCommandKey(ctx, key);
+  const command = ctx.preloads.commands.find((c) => c.nodeId === nodeId && c.key === full) ?? null;
+  return { node: preloadedMachine(ctx, nodeId)?.node ?? undefined, command };
 }
 
 /**
@@ -196,7 +217,9 @@ export const inspectCollect = defineStep({
   description: "Collects the machine's hardware inventory from the ramdisk into node facts and labels.",
   async run(_input, ctx) {
     const node = metalNode(ctx, 'inspect.collect');
-    const read = await readNodeAndCommand(ctx, node.id, 'inventory');
+    const read = ctx.preloads
+      ? preloadedNodeAndCommand({ ...ctx, preloads: ctx.preloads }, node.id, 'inventory')
+      : await readNodeAndCommand(ctx, node.id, 'inventory');
     const sent = await awaitCommand(ctx, {
       nodeId: node.id,
       kind: 'inspect.collect',
@@ -208,7 +231,7 @@ export const inspectCollect = defineStep({
     const { inventory, addresses } = parseReport(resultJson(sent, 'inspect.collect'));
     // The node as read with the command, unless the command was still open then (awaitCommand read it again, as
     // due): then the node is read again too, so the write starts from a version no older than the command's result.
-    const first = read.command?.state === 'succeeded' ? read.node : await readNodeVersion(ctx, node.id);
+    const first = read.command?.state === 'succeeded' && read.node ? read.node : await readNodeVersion(ctx, node.id);
     const labels = await recordInventory(ctx, node.id, first, inventory, addresses);
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };
   },

@@ -6,6 +6,7 @@ import {
   toCommand,
 } from '@better-compute/core/kernel';
 import { type StepContext, stepCommandKey } from '@better-compute/provision';
+import { type PreloadedMachine, preloadedMachine } from './machine-preload';
 
 /** A machine's BMC as a site agent needs it: the address, the driver name and the reference to its credential. */
 export interface MachineBmc {
@@ -22,7 +23,7 @@ export interface RelaySent {
   /** The step-level keys looked for (`'power'`, `'boot-entry:0c:42:…'`), as `awaitCommand` takes them. */
   readonly keys: ReadonlySet<string>;
   readonly commands: readonly Command[];
-  /** The tenant of each agent a command was found on. */
+  /** The tenant of each agent a command was found on (of every agent of the site, when the claim read them). */
   readonly agentTenants: ReadonlyMap<string, string>;
   /** The site agent a first command would go to (the boot-lease holder first), undefined when none is connected. */
   readonly connectedAgentId: string | undefined;
@@ -128,6 +129,8 @@ export async function machineForStep(
   options: MachineReadOptions = {},
 ): Promise<MetalMachine> {
   const node = metalNode(ctx, stepId);
+  const preloaded = preloadedMachine(ctx, node.id);
+  if (preloaded && ctx.preloads) return fromPreload(ctx, preloaded, ctx.preloads.commands, options);
   const keys = [...(options.keys ?? [])];
   const readsSent = keys.length > 0 || options.perMac !== undefined;
   const readsMacs = options.macs === true || options.perMac !== undefined;
@@ -194,6 +197,57 @@ export async function machineForStep(
       commands,
       agentTenants: new Map(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
       connectedAgentId: row.connected_agent_id ?? undefined,
+    };
+  }
+  return machine;
+}
+
+/**
+ * The machine as {@link machineForStep}'s read would have found it, from what the claim read for the run: its
+ * commands of this attempt (on the site's agents, under the keys asked for) and metal's workflow preload.
+ */
+function fromPreload(
+  ctx: StepContext,
+  found: PreloadedMachine,
+  attemptCommands: readonly Command[],
+  options: MachineReadOptions,
+): MetalMachine {
+  const keys = [...(options.keys ?? [])];
+  const readsSent = keys.length > 0 || options.perMac !== undefined;
+  const readsMacs = options.macs === true || options.perMac !== undefined;
+  const credentialRef = typeof found.bmcCredentialRef === 'string' ? found.bmcCredentialRef : undefined;
+  const drivers = found.drivers;
+  const macs = readsMacs ? [...(found.macs ?? [])] : undefined;
+  const machine: MetalMachine = {
+    nodeId: found.nodeId,
+    tenantId: found.tenantId,
+    siteId: found.siteId,
+    bmc: { address: found.bmcAddress, driver: found.bmcDriver, ...(credentialRef ? { credentialRef } : {}) },
+    addresses: found.addresses ?? [],
+    drivers: drivers && typeof drivers === 'object' && !Array.isArray(drivers) ? drivers : {},
+    ...(macs ? { macs } : {}),
+  };
+  if (readsMacs || readsSent) machine.workflowStartedAt = new Date(found.workflowStartedAt ?? 0);
+  if (options.session) {
+    const session = found.session;
+    machine.session = session
+      ? { bootId: session.bootId, role: session.role, connectedAt: new Date(session.connectedAt) }
+      : null;
+  }
+  if (readsSent) {
+    const perMac = options.perMac;
+    const stepKeys = [...keys, ...(perMac === undefined ? [] : (macs ?? []).map((mac) => `${perMac}${mac}`))];
+    const fullKeys = new Set(stepKeys.map((key) => stepCommandKey(ctx, key)));
+    const agents = found.siteAgents ?? {};
+    const commands = attemptCommands
+      .filter((c) => fullKeys.has(c.key) && Object.hasOwn(agents, c.nodeId))
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.id.localeCompare(b.id));
+    machine.sent = {
+      keys: new Set(stepKeys),
+      commands,
+      // Every agent of the site, not only those a command was found on: the one a first command goes to too.
+      agentTenants: new Map(Object.entries(agents)),
+      connectedAgentId: found.connectedAgentId ?? undefined,
     };
   }
   return machine;

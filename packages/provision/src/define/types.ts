@@ -1,4 +1,4 @@
-import type { Duration, Json, ModuleContext, SqlExecutor } from '@better-compute/core';
+import type { Command, Duration, Json, ModuleContext, SqlExecutor } from '@better-compute/core';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 
 /** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
@@ -74,6 +74,73 @@ export interface StepContext extends ModuleContext {
   readonly deadline: Date;
   /** Accepted but discarded for control-plane steps today. */
   emit(progress: Json): void;
+  /**
+   * What the worker's claim read for this run in its own statement (see {@link WorkflowPreload}), when it did: a step
+   * that finds here what it would read saves the round trip. Absent when the run was not claimed with a preload.
+   */
+  readonly preloads?: StepPreloads;
+}
+
+/**
+ * What the claim read for a control-plane step's run, in the claim's statement: at most as old as the claim, like a
+ * read at the start of the pass (a settle or an agent's join after it wakes the workflow for another pass).
+ */
+export interface StepPreloads {
+  /**
+   * Every command this attempt of the step had sent (to any agent) when the claim read it; `[]` for an attempt this
+   * pass started. `awaitCommand` looks here first (a command the run itself sent since is looked up as before).
+   */
+  readonly commands: readonly Command[];
+  /** By {@link WorkflowPreload} id: what its SQL read for the workflow (JSON; `null` for SQL NULL). */
+  readonly reads: Readonly<Record<string, Json>>;
+}
+
+/**
+ * A module's read for its own steps, made by the engine's claim with the workflow it preloads (a module extension of
+ * kind `workflow-preload`), so a step's run finds it in `ctx.preloads.reads[id]` instead of reading it itself.
+ * `sql` returns a scalar SQL expression (a parenthesised subquery, typically, whose value `to_json` converts) of the
+ * workflow row `workflow` (an alias with the `workflows` table's columns: `${workflow}.node_id`, `${workflow}.id`)
+ * and of the claim's `now` (a timestamptz expression: the worker's clock). It must not write and must not fail (the
+ * worker checks the claim's preloads at start and claims without them if they fail). A step must work without it:
+ * the value is absent when the claim read none.
+ *
+ * @example
+ * ```ts
+ * const machinePreload: WorkflowPreload = {
+ *   extension: 'workflow-preload',
+ *   id: 'acme.machine',
+ *   sql: ({ workflow }) => `(SELECT to_json(m) FROM acme_machines m WHERE m.node_id = ${workflow}.node_id)`,
+ * };
+ * // in a step: const machine = ctx.preloads?.reads['acme.machine'] ?? (await readMachine(ctx));
+ * ```
+ */
+export interface WorkflowPreload {
+  readonly extension: 'workflow-preload';
+  readonly id: string;
+  sql(refs: { readonly workflow: string; readonly now: string }): string;
+}
+
+/**
+ * The workflow preloads among modules' extensions, in module order (a later one with an id already taken is left out).
+ *
+ * @example
+ * ```ts
+ * const preloads = workflowPreloadsOf([metal()]);
+ * ```
+ */
+export function workflowPreloadsOf(
+  modules: readonly { readonly extensions?: readonly unknown[] }[],
+): WorkflowPreload[] {
+  const byId = new Map<string, WorkflowPreload>();
+  for (const module of modules) {
+    for (const extension of module.extensions ?? []) {
+      const candidate = extension as Partial<WorkflowPreload>;
+      if (candidate?.extension !== 'workflow-preload' || typeof candidate.sql !== 'function') continue;
+      if (typeof candidate.id !== 'string' || byId.has(candidate.id)) continue;
+      byId.set(candidate.id, candidate as WorkflowPreload);
+    }
+  }
+  return [...byId.values()];
 }
 
 /** The input schema of a step: a manifest or any Standard Schema. */

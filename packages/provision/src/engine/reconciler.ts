@@ -2,7 +2,8 @@ import type { ComputeError, ModuleContext, Reconciler } from '@better-compute/co
 import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
-import type { DriverTarget } from '../define/types';
+import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
+import { stepCommandKey } from '../steps/step-command-key';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
 import { RunGate } from './run-gate';
@@ -10,7 +11,13 @@ import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { TransientBackoff } from './transient-backoff';
 import type { EngineEnv } from './transitions';
-import { activeWorkflowPreloadSql, type LoadedWorkflow, preloadedWorkflow, readActiveWorkflow } from './workflow-rows';
+import {
+  activeWorkflowPreloadSql,
+  type LoadedWorkflow,
+  preloadedWorkflow,
+  readActiveWorkflow,
+  type StepReads,
+} from './workflow-rows';
 
 // A pass yields after this many transitions, so one long workflow cannot hold a worker slot forever.
 const MAX_TRANSITIONS_PER_PASS = 200;
@@ -42,6 +49,30 @@ function refusedRun(error: ComputeError): EndedRun['outcome'] {
   return { kind: 'failed', error: { code: error.code, message: error.message, ...reason } };
 }
 
+/**
+ * What a run may take from the claim's reads: for the attempt that was running when the claim read, its commands; for
+ * an attempt this pass started since (the pass wrote every change after the claim's read, so any other running
+ * attempt is its own), none; the modules' reads either way. Undefined once the pass read the workflow again.
+ */
+function runPreloads(
+  reads: { stepReads: StepReads; running: ReadonlyMap<string, number> } | undefined,
+  request: { workflowId: string; stepId: string; attempt: number },
+): StepPreloads | undefined {
+  if (!reads) return undefined;
+  if (reads.running.get(request.stepId) !== request.attempt) return { commands: [], reads: reads.stepReads.reads };
+  const base = stepCommandKey(request);
+  const commands = reads.stepReads.commands.filter(
+    (c) => c.stepId === request.stepId && (c.key === base || c.key.startsWith(`${base}:`)),
+  );
+  return { commands, reads: reads.stepReads.reads };
+}
+
+function claimReads(snapshot: LoadedWorkflow | null | undefined) {
+  if (!snapshot?.stepReads) return undefined;
+  const running = new Map(snapshot.steps.filter((s) => s.state === 'running').map((s) => [s.stepId, s.attempt]));
+  return { stepReads: snapshot.stepReads, running };
+}
+
 function requeueAt(ctx: ModuleContext, at: number) {
   return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
 }
@@ -71,6 +102,7 @@ export function workflowReconciler(
   steps: StepRegistry,
   configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
   driverTargets: readonly DriverTarget[] = [],
+  workflowPreloads: readonly WorkflowPreload[] = [],
 ): Reconciler {
   const transient = new TransientBackoff();
   const reconcile = async (key: string, ctx: ModuleContext) => {
@@ -78,12 +110,17 @@ export function workflowReconciler(
     // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
     // undefined when it must read it again, null when there is none.
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
+    // What the claim read for the runs, good while every change since was this pass's own (no read again).
+    let reads = claimReads(snapshot);
     let run: EndedRun | undefined;
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
     let stageCommands = true;
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
-      if (snapshot === undefined) snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
+      if (snapshot === undefined) {
+        reads = undefined;
+        snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
+      }
       if (snapshot === null) return undefined;
       const now = ctx.clock.now();
       const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
@@ -128,7 +165,15 @@ export function workflowReconciler(
         const { request } = decision;
         const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
         const gate = new RunGate(ctx);
-        const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate);
+        const preloads = runPreloads(reads, request);
+        const outcome = await runControlPlaneStep(
+          ctx,
+          steps,
+          request,
+          () => transient.next(attemptKey),
+          gate,
+          preloads,
+        );
         if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
         if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
         if (outcome.kind !== 'transient') transient.clear(attemptKey);
@@ -154,7 +199,9 @@ export function workflowReconciler(
     }
     return { requeueAfterMs: 0 };
   };
-  // The claim reads the workflow with the item, so a pass on a command's result starts planning at once; and it makes
-  // the looks of a waiting agent step whose command is still open itself.
-  return Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql }, park: { sql: commandParkSql } });
+  // The claim reads the workflow with the item, so a pass on a command's result starts planning at once, with what
+  // its step's run reads (its commands, the modules' workflow preloads); and it makes the looks of a waiting agent
+  // step whose command is still open itself.
+  const preload = { sql: (key: string, now: string) => activeWorkflowPreloadSql(key, now, workflowPreloads) };
+  return Object.assign(reconcile, { preload, park: { sql: commandParkSql } });
 }

@@ -8,6 +8,7 @@ import {
   validateInput,
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
+import type { StepPreloads } from '../define/types';
 import { stepDeadlines } from './deadline-watch';
 import type { RunRequest } from './decision';
 import type { RunGate } from './run-gate';
@@ -91,6 +92,7 @@ export async function runControlPlaneStep(
   request: RunRequest,
   transientDelayMs: (reason: SqlError['reason']) => number = () => 1_000,
   gate?: RunGate,
+  preloads?: StepPreloads,
 ): Promise<RunOutcome> {
   const definition = steps.get(request.action);
   if (definition?.runsOn !== 'control-plane') {
@@ -122,7 +124,7 @@ export async function runControlPlaneStep(
   aborted.catch(() => undefined);
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
-    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, gate);
+    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, gate, preloads);
     const value = (await Promise.race([definition.run(input, stepCtx), aborted])) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {

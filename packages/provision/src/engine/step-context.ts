@@ -1,4 +1,5 @@
 import {
+  type Command,
   type CommandQueue,
   ComputeError,
   type IssueJoinTokenInput,
@@ -7,7 +8,7 @@ import {
   type PkiPort,
 } from '@better-compute/core';
 import type { CommandStaging } from '@better-compute/core/kernel';
-import type { StepContext } from '../define/types';
+import type { StepContext, StepPreloads } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
 import type { RunGate } from './run-gate';
@@ -23,7 +24,10 @@ function stepCommands(
   sends: readonly string[] | undefined,
   signal: AbortSignal,
   gate: RunGate | undefined,
+  preloads: StepPreloads | undefined,
 ): StepCommandQueue {
+  // Keys this run sent under: what the claim read of them is out of date.
+  const sentKeys = new Set<string>();
   const own = (command: NewCommand): NewCommand => {
     // The engine stopped waiting for this run (its deadline passed, or the worker is stopping): whatever it still
     // does, it sends nothing, since a later attempt may already send under its own key.
@@ -39,6 +43,7 @@ function stepCommands(
         { details: { path: ['kind'], kind: command.kind, sends: [...sends] } },
       );
     }
+    sentKeys.add(command.key);
     return {
       workflowId: request.workflowId,
       stepId: request.stepId,
@@ -46,6 +51,10 @@ function stepCommands(
       ...command,
     };
   };
+  const preloaded = preloads
+    ? (nodeId: string, key: string) =>
+        sentKeys.has(key) ? undefined : (preloads.commands.find((c) => c.nodeId === nodeId && c.key === key) ?? null)
+    : undefined;
   const stage = commands.stage?.bind(commands);
   return {
     get: (sql, id) => commands.get(sql, id),
@@ -55,6 +64,7 @@ function stepCommands(
     // Staging checks the same and adds the same, so a send that commits by one statement is the enqueue it replaces.
     ...(stage ? { stage: async (command: NewCommand) => stage(own(command)) } : {}),
     ...(gate ? { hold: async (command: NewCommand) => gate.hold(own(command)) } : {}),
+    ...(preloaded ? { preloaded } : {}),
   };
 }
 
@@ -66,6 +76,11 @@ export type StepCommandQueue = CommandQueue &
   Partial<CommandStaging> & {
     /** Holds `command` to be written by the run's next statement or its end; false when it must be sent now. */
     hold?: (command: NewCommand) => Promise<boolean>;
+    /**
+     * The command under the full `key` on `nodeId` as the claim read it (null: it read none), when the run's
+     * preloads hold this attempt's commands and the run has not sent under that key since; else undefined.
+     */
+    preloaded?: (nodeId: string, key: string) => Command | null | undefined;
   };
 
 /**
@@ -103,12 +118,15 @@ export function buildStepContext(
   sends: readonly string[] | undefined,
   signal: AbortSignal,
   gate?: RunGate,
+  preloads?: StepPreloads,
 ): StepContext {
+  // The reconciler's own preload (the workflow as the claim read it) is not the step's.
+  const { preloaded: _workflow, ...moduleCtx } = ctx;
   return {
-    ...ctx,
+    ...moduleCtx,
     // Every statement of the run writes its held send first, so the run's writes keep their order.
     ...(gate ? { sql: gate.guard(ctx.sql) } : {}),
-    commands: stepCommands(ctx.commands, request, sends, signal, gate),
+    commands: stepCommands(ctx.commands, request, sends, signal, gate, preloads),
     ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
     stepId: request.stepId,
@@ -121,5 +139,6 @@ export function buildStepContext(
     ...(request.batchId ? { batchId: request.batchId } : {}),
     ...(request.node ? { node: request.node } : {}),
     ...(sends ? { sends } : {}),
+    ...(preloads ? { preloads } : {}),
   };
 }

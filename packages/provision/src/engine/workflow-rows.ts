@@ -1,6 +1,7 @@
-import type { CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
+import type { Command, CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
+import { commandFromJson, commandJsonSql } from '@better-compute/core/kernel';
 import { joinNodeSql, nodeColumnSql } from '@better-compute/core/nodes';
-import type { Profile, ProfileStep, StepRunsOn } from '../define/types';
+import type { Profile, ProfileStep, StepRunsOn, WorkflowPreload } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
 import type { ExpandedStep } from './expand';
 
@@ -146,6 +147,23 @@ export interface LoadedWorkflow {
   workflow: WorkflowRecord;
   steps: StepRecord[];
   inFlightCommand?: InFlightCommand;
+  /** What the claim read for the running control-plane steps' runs (only a claim's preload has it). */
+  stepReads?: StepReads;
+}
+
+/** The running steps' commands (every attempt) and the modules' workflow preloads, as the claim read them. */
+export interface StepReads {
+  commands: Command[];
+  reads: Record<string, Json>;
+}
+
+function toStepReads(raw: unknown): StepReads | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const { commands, reads } = raw as { commands?: unknown; reads?: unknown };
+  if (!Array.isArray(commands) || typeof reads !== 'object' || reads === null || Array.isArray(reads)) return undefined;
+  const parsed = commands.map(commandFromJson);
+  if (parsed.some((c) => c === undefined)) return undefined;
+  return { commands: parsed as Command[], reads: reads as Record<string, Json> };
 }
 
 function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefined {
@@ -166,8 +184,8 @@ function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefin
 const NODE_COLUMNS = `${nodeColumnSql('id', 'n')} IS NOT NULL AS node_exists, ${nodeColumnSql('siteId', 'n')} AS node_site_id,
   ${nodeColumnSql('poolId', 'n')} AS node_pool_id, ${nodeColumnSql('labels', 'n')} AS node_labels`;
 const NODE_JOIN = joinNodeSql('n', 'w.node_id');
-const selectWorkflowFrom = (source: string) => `
-SELECT w.*, ${NODE_COLUMNS},
+const selectWorkflowFrom = (source: string, extraColumns = '') => `
+SELECT w.*, ${NODE_COLUMNS},${extraColumns}
   (SELECT coalesce(json_agg(s ORDER BY s.position), '[]'::json) FROM workflow_steps s WHERE s.workflow_id = w.id) AS steps,
   (SELECT json_build_object('id', c.id, 'kind', c.kind, 'state', c.state, 'reason', c.reason,
      'result', encode(c.result, 'base64'), 'notAfter', c.not_after)
@@ -181,10 +199,12 @@ function loaded(rows: Raw[]): LoadedWorkflow | undefined {
   const row = rows[0];
   if (!row) return undefined;
   const inFlightCommand = toInFlightCommand(row.in_flight_command as Raw | null);
+  const stepReads = toStepReads(row.step_reads);
   return {
     workflow: toWorkflow(row),
     steps: (row.steps as Raw[]).map(toStep),
     ...(inFlightCommand ? { inFlightCommand } : {}),
+    ...(stepReads ? { stepReads } : {}),
   };
 }
 
@@ -206,15 +226,25 @@ export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise
 
 /**
  * What {@link readActiveWorkflow} reads, as one JSON value (null when the key has no active workflow): the `workflow`
- * reconciler's preload, read by the worker's claim in its own statement. `key` is the SQL expression of the key.
+ * reconciler's preload, read by the worker's claim in its own statement. `key` and `now` are SQL expressions of the
+ * key and the claim's now. With it, for the runs of its running control-plane steps (`stepReads`): their commands,
+ * every attempt's, found through the commands' workflow and step (an index), and each module's workflow preload.
  *
  * @example
  * ```ts
- * const reconciler = Object.assign(reconcile, { preload: { sql: activeWorkflowPreloadSql } });
+ * const preload = { sql: (key: string, now: string) => activeWorkflowPreloadSql(key, now, workflowPreloadsOf(modules)) };
  * ```
  */
-export function activeWorkflowPreloadSql(key: string): string {
-  return `(SELECT to_json(x) FROM (${selectWorkflowFrom(`(SELECT * FROM workflows WHERE ${activeOfKey(key)})`)}) x)`;
+export function activeWorkflowPreloadSql(key: string, now: string, preloads: readonly WorkflowPreload[] = []): string {
+  const reads = preloads.map((p) => `'${p.id.replaceAll("'", "''")}', (${p.sql({ workflow: 'w', now })})`);
+  const stepReads = `
+  json_build_object(
+    'commands', (SELECT coalesce(json_agg(${commandJsonSql('c')}), '[]'::json)
+      FROM workflow_steps s JOIN commands c ON c.workflow_id = s.workflow_id AND c.step_id = s.step_id
+      WHERE s.workflow_id = w.id AND s.state = 'running' AND c.workflow_id IS NOT NULL),
+    'reads', json_build_object(${reads.join(', ')})) AS step_reads,`;
+  const source = `(SELECT * FROM workflows WHERE ${activeOfKey(key)})`;
+  return `(SELECT to_json(x) FROM (${selectWorkflowFrom(source, stepReads)}) x)`;
 }
 
 /**

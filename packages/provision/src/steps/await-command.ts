@@ -27,7 +27,8 @@ export interface AwaitCommandInput {
   targetNodeId?: string;
   /**
    * The command under this key on `nodeId` as the step already read it in this run (`null`: it read and found none),
-   * so a step that reads its commands together does not pay a lookup per command. Left out, awaitCommand looks it up.
+   * so a step that reads its commands together does not pay a lookup per command. Left out, awaitCommand takes what
+   * the claim read for this run (`ctx.preloads`), or looks it up.
    * A command found open past its `notAfter` is read again (and so expired) before it is judged.
    */
   found?: Command | null;
@@ -86,7 +87,10 @@ export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): 
       details: { path: ['pollMs'] },
     });
   }
-  let command = input.found === undefined ? await ctx.commands.findByKey(ctx.sql, input.nodeId, key) : input.found;
+  // What the step read, else what the claim read for this run (see StepPreloads), else a lookup of its own.
+  let command =
+    input.found !== undefined ? input.found : (ctx.commands as StepCommandQueue).preloaded?.(input.nodeId, key);
+  if (command === undefined) command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
   // What the step read may be open past its deadline: the queue's own read expires it (lazy expiry, as findByKey).
   if (command && isCommandDue(command, ctx.clock.now())) {
     command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);

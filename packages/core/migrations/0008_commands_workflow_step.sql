@@ -1,0 +1,1 @@
+CREATE INDEX "commands_workflow_step_idx" ON "commands" USING btree ("workflow_id","step_id") WHERE workflow_id IS NOT NULL;

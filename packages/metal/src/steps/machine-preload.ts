@@ -1,0 +1,90 @@
+import type { Json, Labels } from '@better-compute/core';
+import { connectedSiteAgentAtSql, DEFAULT_SESSION_STALE_AFTER_MS } from '@better-compute/core/kernel';
+import type { StepContext, WorkflowPreload } from '@better-compute/provision';
+
+/** The id of metal's workflow preload: what its steps' runs find in `ctx.preloads.reads`. */
+export const METAL_MACHINE_PRELOAD_ID = 'metal.machine';
+
+/** The node as `inspect.collect`'s inventory write starts from it: labels, facts and the row's version (`xmin`). */
+export interface PreloadedNodeVersion {
+  labels: Labels | null;
+  facts: Record<string, Json> | null;
+  version: string;
+}
+
+/** What the claim read of a workflow's machine for metal's steps (see {@link metalMachinePreload}). */
+export interface PreloadedMachine {
+  nodeId: string;
+  tenantId: string;
+  siteId: string;
+  bmcAddress: string;
+  bmcDriver: string;
+  bmcCredentialRef: unknown;
+  addresses: string[] | null;
+  drivers: Record<string, Json> | null;
+  workflowStartedAt: string | null;
+  macs: string[] | null;
+  /** The site agent a first command would go to (the boot-lease holder first), null when none is connected. */
+  connectedAgentId: string | null;
+  /** Every site agent of the machine's site, with its tenant. */
+  siteAgents: Record<string, string> | null;
+  session: { bootId: string | null; role: string | null; connectedAt: string } | null;
+  /** Read only while `inspect.collect` runs: its write starts from it. */
+  node?: PreloadedNodeVersion | null;
+}
+
+/**
+ * metal's workflow preload (provision's `WorkflowPreload`): the worker's claim reads, with the workflow, what metal's
+ * relaying steps read at the start of a run (the machine's row, MACs, the profile's drivers, when the workflow
+ * started, where a first command would go, the site's agents and their tenants, the machine's agent session, and the
+ * node's version while `inspect.collect` runs), so a pass on a command's result goes from the claim to its next
+ * command without a read. Sessions are judged against the claim's now, as `currentAgentSession` would.
+ *
+ * @example
+ * ```ts
+ * const module = { id: 'metal', extensions: [...metalSteps, metalBmcTarget, metalMachinePreload] };
+ * ```
+ */
+export const metalMachinePreload: WorkflowPreload = Object.freeze({
+  extension: 'workflow-preload' as const,
+  id: METAL_MACHINE_PRELOAD_ID,
+  sql: ({ workflow, now }: { workflow: string; now: string }) => {
+    const stale = `(${now} - interval '${DEFAULT_SESSION_STALE_AFTER_MS} milliseconds')`;
+    return `(SELECT json_build_object(
+      'nodeId', m.node_id, 'tenantId', m.tenant_id, 'siteId', m.site_id, 'bmcAddress', m.bmc_address,
+      'bmcDriver', m.bmc_driver, 'bmcCredentialRef', m.bmc_credential_ref, 'addresses', m.addresses,
+      'drivers', ${workflow}.document->'drivers',
+      'workflowStartedAt', COALESCE(${workflow}.started_at, ${workflow}.created_at),
+      'macs', ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac),
+      'connectedAgentId', (${connectedSiteAgentAtSql('m.site_id', stale)}),
+      'siteAgents', (SELECT json_object_agg(a.id, a.tenant_id) FROM nodes a
+        WHERE a.site_id = m.site_id AND a.kind = 'site-agent'),
+      'session', (SELECT json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)
+        FROM agent_sessions s WHERE s.node_id = m.node_id AND s.closed_at IS NULL AND s.last_seen_at > ${stale}
+        ORDER BY s.connected_at DESC, s.id DESC LIMIT 1),
+      'node', CASE WHEN EXISTS (SELECT 1 FROM workflow_steps ws WHERE ws.workflow_id = ${workflow}.id
+          AND ws.state = 'running' AND ws.action = 'inspect.collect')
+        THEN (SELECT json_build_object('labels', n.labels, 'facts', n.facts, 'version', n.xmin::text)
+          FROM nodes n WHERE n.id = m.node_id) END)
+    FROM metal_machines m WHERE m.node_id = ${workflow}.node_id)`;
+  },
+});
+
+/**
+ * What the claim read of the run's machine, when it read it for this node: undefined otherwise (no preload, another
+ * node, a machine metal does not know), and the step reads for itself.
+ *
+ * @example
+ * ```ts
+ * const machine = preloadedMachine(ctx, node.id) ?? (await readMachine(ctx));
+ * ```
+ */
+export function preloadedMachine(ctx: StepContext, nodeId: string): PreloadedMachine | undefined {
+  const value = ctx.preloads?.reads[METAL_MACHINE_PRELOAD_ID];
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const machine = value as unknown as PreloadedMachine;
+  if (machine.nodeId !== nodeId || typeof machine.siteId !== 'string' || typeof machine.bmcAddress !== 'string') {
+    return undefined;
+  }
+  return machine;
+}

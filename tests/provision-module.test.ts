@@ -1,6 +1,12 @@
 import { betterCompute, definePlugin, manifest } from 'better-compute/core';
 import { createPgliteDatabase } from 'better-compute/core/pglite';
-import { defineProfile, defineStep, getWorkflow, provisionModule } from 'better-compute/provision';
+import {
+  defineProfile,
+  defineStep,
+  getWorkflow,
+  provisionModule,
+  type WorkflowPreload,
+} from 'better-compute/provision';
 import { createFakeClock, insertNode, settle } from 'better-compute/testkit';
 import { describe, expect, it } from 'vitest';
 import { errorOf } from './support/errors';
@@ -52,6 +58,84 @@ describe('provisionModule', () => {
     } finally {
       await compute.database.close();
       await compute.close();
+    }
+  });
+
+  it("hands a plugin's workflow preload, read by the worker's claim at the claim's now, to its step's run", async () => {
+    const nodePreload = {
+      extension: 'workflow-preload' as const,
+      id: 'acme.node',
+      sql: ({ workflow, now }: { workflow: string; now: string }) =>
+        `(SELECT json_build_object('nodeId', n.id, 'at', ${now}) FROM nodes n WHERE n.id = ${workflow}.node_id)`,
+    } satisfies WorkflowPreload;
+    const readsPreload = defineStep({
+      id: 'acme.readsPreload',
+      runsOn: 'control-plane',
+      timeout: '1m',
+      retrySafe: true,
+      input: manifest({}),
+      async run(_input, ctx) {
+        return { seen: ctx.preloads?.reads['acme.node'] ?? 'none', commands: ctx.preloads?.commands.length ?? -1 };
+      },
+    });
+    const profile = defineProfile({
+      id: 'acme-preload',
+      version: 1,
+      target: 'metal',
+      steps: [{ use: 'acme.readsPreload' }],
+    });
+    const acme = definePlugin({ id: 'acme-preload', extensions: [readsPreload, nodePreload], profiles: [profile] });
+    const clock = createFakeClock();
+    const compute = await betterCompute({
+      database: await createPgliteDatabase(),
+      clock,
+      modules: [provisionModule({ modules: [acme] })],
+      plugins: [acme],
+    });
+    try {
+      const nodeId = await insertNode(compute.database, {}, clock);
+      const { id } = await compute.database.transaction((tx) =>
+        compute.context.workflows!.start(tx, { tenantId: 'root', profileId: 'acme-preload', nodeId }),
+      );
+      await settle(compute, { clock });
+      const wf = await getWorkflow(compute.database, { workflowId: id });
+      expect(wf.state).toBe('succeeded');
+      const result = wf.steps[0]?.result as { seen: { nodeId: string; at: string }; commands: number };
+      // The step the pass started had sent nothing; the read is the plugin's, at the worker's (fake) clock.
+      expect(result.commands).toBe(0);
+      expect(result.seen.nodeId).toBe(nodeId);
+      expect(new Date(result.seen.at).getTime()).toBe(clock.now().getTime());
+    } finally {
+      await compute.database.close();
+      await compute.close();
+    }
+  });
+
+  it('refuses a workflow preload with a malformed id, an id taken, or an sql that returns nothing', () => {
+    const preload = (id: string, sql: () => unknown = () => '(SELECT 1)') =>
+      ({ extension: 'workflow-preload', id, sql }) as unknown as WorkflowPreload;
+    const cases: [unknown[], (string | number)[]][] = [
+      [[preload('Acme Node')], ['modules', 0, 'extensions', 0, 'id']],
+      [
+        [preload('acme.node'), preload('acme.node')],
+        ['modules', 0, 'extensions', 1, 'id'],
+      ],
+      [[preload('acme.node', () => '  ')], ['modules', 0, 'extensions', 0, 'sql']],
+      [
+        [
+          preload('acme.node', () => {
+            throw new Error('no');
+          }),
+        ],
+        ['modules', 0, 'extensions', 0, 'sql'],
+      ],
+    ];
+    for (const [extensions, path] of cases) {
+      const plugin = definePlugin({ id: 'acme', extensions: extensions as never });
+      expect(errorOf(() => provisionModule({ modules: [plugin] }))).toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { path },
+      });
     }
   });
 

@@ -1,4 +1,11 @@
-import type { Command, Duration, Json, ModuleContext, SqlExecutor } from '@better-compute/core';
+import {
+  type Command,
+  ComputeError,
+  type Duration,
+  type Json,
+  type ModuleContext,
+  type SqlExecutor,
+} from '@better-compute/core';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 
 /** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
@@ -120,8 +127,13 @@ export interface WorkflowPreload {
   sql(refs: { readonly workflow: string; readonly now: string }): string;
 }
 
+/** What a {@link WorkflowPreload} id looks like: dotted lower-case segments, at most 128 characters. */
+export const WORKFLOW_PRELOAD_ID_PATTERN = /^(?=.{1,128}$)[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$/;
+
 /**
- * The workflow preloads among modules' extensions, in module order (a later one with an id already taken is left out).
+ * The workflow preloads among modules' extensions, in module order. One whose id is malformed or taken, or whose `sql`
+ * does not return a non-empty SQL expression for sample arguments, is INVALID_CONFIG at its path
+ * (`['modules', m, 'extensions', e]`).
  *
  * @example
  * ```ts
@@ -132,14 +144,37 @@ export function workflowPreloadsOf(
   modules: readonly { readonly extensions?: readonly unknown[] }[],
 ): WorkflowPreload[] {
   const byId = new Map<string, WorkflowPreload>();
-  for (const module of modules) {
-    for (const extension of module.extensions ?? []) {
-      const candidate = extension as Partial<WorkflowPreload>;
-      if (candidate?.extension !== 'workflow-preload' || typeof candidate.sql !== 'function') continue;
-      if (typeof candidate.id !== 'string' || byId.has(candidate.id)) continue;
-      byId.set(candidate.id, candidate as WorkflowPreload);
-    }
-  }
+  modules.forEach((module, m) => {
+    (module.extensions ?? []).forEach((extension, e) => {
+      const candidate = extension as Partial<WorkflowPreload> | null;
+      if (candidate?.extension !== 'workflow-preload') return;
+      const path = ['modules', m, 'extensions', e];
+      const id = candidate.id;
+      if (typeof id !== 'string' || !WORKFLOW_PRELOAD_ID_PATTERN.test(id)) {
+        throw new ComputeError('INVALID_CONFIG', 'a workflow preload id must be dotted lower-case segments', {
+          details: { path: [...path, 'id'] },
+        });
+      }
+      if (byId.has(id)) {
+        throw new ComputeError('INVALID_CONFIG', `workflow preload ${id} is registered twice`, {
+          details: { path: [...path, 'id'] },
+        });
+      }
+      let sample: unknown;
+      try {
+        sample =
+          typeof candidate.sql === 'function' ? candidate.sql({ workflow: 'w', now: '$1::timestamptz' }) : undefined;
+      } catch {
+        sample = undefined;
+      }
+      if (typeof sample !== 'string' || sample.trim() === '') {
+        throw new ComputeError('INVALID_CONFIG', `workflow preload ${id}: sql must return an SQL expression`, {
+          details: { path: [...path, 'sql'] },
+        });
+      }
+      byId.set(id, candidate as WorkflowPreload);
+    });
+  });
   return [...byId.values()];
 }
 

@@ -236,7 +236,8 @@ export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise
  * ```
  */
 export function activeWorkflowPreloadSql(key: string, now: string, preloads: readonly WorkflowPreload[] = []): string {
-  const reads = preloads.map((p) => `'${p.id.replaceAll("'", "''")}', (${p.sql({ workflow: 'w', now })})`);
+  // Ids are checked (WORKFLOW_PRELOAD_ID_PATTERN): safe as literals.
+  const reads = preloads.map((p) => `'${p.id}', (${p.sql({ workflow: 'w', now })})`);
   const stepReads = `
   json_build_object(
     'commands', (SELECT coalesce(json_agg(${commandJsonSql('c')}), '[]'::json)

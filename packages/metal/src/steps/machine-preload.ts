@@ -2,7 +2,14 @@ import type { Json, Labels } from '@better-compute/core';
 import { connectedSiteAgentAtSql, DEFAULT_SESSION_STALE_AFTER_MS } from '@better-compute/core/kernel';
 import type { StepContext, WorkflowPreload } from '@better-compute/provision';
 
-/** The id of metal's workflow preload: what its steps' runs find in `ctx.preloads.reads`. */
+/**
+ * The id of metal's workflow preload: what its steps' runs find in `ctx.preloads.reads`.
+ *
+ * @example
+ * ```ts
+ * const machine = ctx.preloads?.reads[METAL_MACHINE_PRELOAD_ID];
+ * ```
+ */
 export const METAL_MACHINE_PRELOAD_ID = 'metal.machine';
 
 /** The node as `inspect.collect`'s inventory write starts from it: labels, facts and the row's version (`xmin`). */

@@ -91,6 +91,12 @@ export interface StepContext extends ModuleContext {
 /**
  * What the claim read for a control-plane step's run, in the claim's statement: at most as old as the claim, like a
  * read at the start of the pass (a settle or an agent's join after it wakes the workflow for another pass).
+ *
+ * @example
+ * ```ts
+ * const machine = ctx.preloads?.reads['acme.machine'] ?? (await readMachine(ctx));
+ * const sent = ctx.preloads?.commands.filter((c) => c.key.endsWith(':power')) ?? [];
+ * ```
  */
 export interface StepPreloads {
   /**
@@ -127,7 +133,14 @@ export interface WorkflowPreload {
   sql(refs: { readonly workflow: string; readonly now: string }): string;
 }
 
-/** What a {@link WorkflowPreload} id looks like: dotted lower-case segments, at most 128 characters. */
+/**
+ * What a {@link WorkflowPreload} id looks like: dotted lower-case segments, at most 128 characters.
+ *
+ * @example
+ * ```ts
+ * WORKFLOW_PRELOAD_ID_PATTERN.test('metal.machine'); // true
+ * ```
+ */
 export const WORKFLOW_PRELOAD_ID_PATTERN = /^(?=.{1,128}$)[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$/;
 
 /**

@@ -130,7 +130,7 @@ export async function machineForStep(
 ): Promise<MetalMachine> {
   const node = metalNode(ctx, stepId);
   const preloaded = preloadedMachine(ctx, node.id);
-  if (preloaded && ctx.preloads) return fromPreload(ctx, preloaded, ctx.preloads.commands, options);
+  if (preloaded && ctx.preloads) return machineFrom(ctx, preloaded, ctx.preloads.commands, options);
   const keys = [...(options.keys ?? [])];
   const readsSent = keys.length > 0 || options.perMac !== undefined;
   const readsMacs = options.macs === true || options.perMac !== undefined;
@@ -168,45 +168,32 @@ export async function machineForStep(
       },
     );
   }
-  const credentialRef = typeof row.bmc_credential_ref === 'string' ? row.bmc_credential_ref : undefined;
-  const macs = readsMacs ? (row.macs ?? []) : undefined;
-  const machine: MetalMachine = {
+  const found = rows.filter((r) => typeof r.id === 'string') as (MachineRow & CommandRow)[];
+  const read: PreloadedMachine = {
     nodeId: node.id,
     tenantId: row.machine_tenant_id,
     siteId: row.machine_site_id,
-    bmc: { address: row.bmc_address, driver: row.bmc_driver, ...(credentialRef ? { credentialRef } : {}) },
-    addresses: row.addresses ?? [],
-    drivers: row.drivers && typeof row.drivers === 'object' && !Array.isArray(row.drivers) ? row.drivers : {},
-    ...(macs ? { macs } : {}),
+    bmcAddress: row.bmc_address,
+    bmcDriver: row.bmc_driver,
+    bmcCredentialRef: row.bmc_credential_ref,
+    addresses: row.addresses,
+    drivers: row.drivers,
+    workflowStartedAt: row.workflow_started_at === null ? null : new Date(row.workflow_started_at).toISOString(),
+    macs: row.macs,
+    connectedAgentId: row.connected_agent_id,
+    siteAgents: Object.fromEntries(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
+    session: row.machine_session ?? null,
   };
-  if (readsMacs || readsSent) machine.workflowStartedAt = new Date(row.workflow_started_at ?? 0);
-  if (options.session) {
-    const found = row.machine_session;
-    machine.session = found
-      ? { bootId: found.bootId, role: found.role, connectedAt: new Date(found.connectedAt) }
-      : null;
-  }
-  if (readsSent) {
-    const found = rows.filter((r) => typeof r.id === 'string') as (MachineRow & CommandRow)[];
-    const commands = found
-      .map((r) => toCommand(r))
-      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.id.localeCompare(b.id));
-    const perMac = options.perMac;
-    machine.sent = {
-      keys: new Set([...keys, ...(perMac === undefined ? [] : (macs ?? []).map((mac) => `${perMac}${mac}`))]),
-      commands,
-      agentTenants: new Map(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
-      connectedAgentId: row.connected_agent_id ?? undefined,
-    };
-  }
-  return machine;
+  return machineFrom(ctx, read, found.map(toCommand), options);
 }
 
 /**
- * The machine as {@link machineForStep}'s read would have found it, from what the claim read for the run: its
- * commands of this attempt (on the site's agents, under the keys asked for) and metal's workflow preload.
+ * The machine as {@link machineForStep} returns it, from its own read or from what the claim read for the run (metal's
+ * workflow preload, and the attempt's commands): the commands kept are those under the keys asked for on the site's
+ * agents, and `agentTenants` names every agent `found.siteAgents` lists (the claim lists the whole site's, the read
+ * those a command was found on).
  */
-function fromPreload(
+function machineFrom(
   ctx: StepContext,
   found: PreloadedMachine,
   attemptCommands: readonly Command[],
@@ -245,7 +232,6 @@ function fromPreload(
     machine.sent = {
       keys: new Set(stepKeys),
       commands,
-      // Every agent of the site, not only those a command was found on: the one a first command goes to too.
       agentTenants: new Map(Object.entries(agents)),
       connectedAgentId: found.connectedAgentId ?? undefined,
     };

@@ -75,7 +75,7 @@ describe('provisionModule', () => {
       retrySafe: true,
       input: manifest({}),
       async run(_input, ctx) {
-        return { seen: ctx.preloads?.reads['acme.node'] ?? 'none', commands: ctx.preloads?.commands.length ?? -1 };
+        return { seen: ctx.preloads?.reads['acme.node'] ?? 'none', commands: ctx.preloads?.commands?.length ?? -1 };
       },
     });
     const profile = defineProfile({

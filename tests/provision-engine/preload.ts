@@ -137,6 +137,55 @@ export function preloadScenarios(getLab: () => EngineLab) {
     expect(await relayedKeys(lab, id)).toEqual([`wf:${id}:main.1#0:a`]);
   });
 
+  it("reads a step's commands with the claim only up to 16, none of another attempt, none with a result over 64 KiB", async () => {
+    const lab = getLab();
+    const id = await relayAnswered(lab, 'lab-preload-cap', ['a']);
+    const commandsRead = async () =>
+      ((await preloadOf(lab, lab.nodeId)) as { step_reads: { commands: { key: string }[] | null } }).step_reads
+        .commands;
+    const addCommands = async (keys: string[], result: Buffer | null = null) => {
+      for (const key of keys) {
+        await lab.db.query(
+          `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, workflow_id, step_id,
+             result, created_at, updated_at)
+           VALUES ($1, 'root', $2, 'lab.wipe', '{}'::jsonb, $3, 'succeeded', $4, $5, 'main.1', $6, $4, $4)`,
+          [
+            `cmd_${key.replace(/[^a-z0-9]/g, '')}${keys.length}`,
+            lab.siteAgent.nodeId,
+            key,
+            lab.clock.now(),
+            id,
+            result,
+          ],
+        );
+      }
+    };
+    // An earlier attempt's command is not this attempt's.
+    await addCommands([`wf:${id}:main.1#1:old`]);
+    expect((await commandsRead())?.map((c) => c.key)).toEqual([`wf:${id}:main.1#0:a`]);
+    await addCommands(Array.from({ length: 15 }, (_, i) => `wf:${id}:main.1#0:poll-${i}`));
+    expect(await commandsRead()).toHaveLength(16);
+    await addCommands([`wf:${id}:main.1#0:poll-15`]);
+    expect(await commandsRead()).toBeNull();
+    // Too many to read with the claim: the run looks its command up itself, and settles the same.
+    const { sql, reads } = countingWorkflowReads(lab.db, COMMAND_LOOKUP);
+    await workflowReconciler(lab)(lab.nodeId, {
+      ...lab.compute.context,
+      sql,
+      preloaded: await preloadOf(lab, lab.nodeId),
+    });
+    expect(reads()).toBe(1);
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+  });
+
+  it('a result over 64 KiB keeps the commands out of the claim', async () => {
+    const lab = getLab();
+    const id = await relayAnswered(lab, 'lab-preload-large', ['a']);
+    await lab.db.query('UPDATE commands SET result = $2 WHERE workflow_id = $1', [id, Buffer.alloc(65_537, 1)]);
+    const preloaded = (await preloadOf(lab, lab.nodeId)) as { step_reads: { commands: unknown } };
+    expect(preloaded.step_reads.commands).toBeNull();
+  });
+
   it('a stale preload (a verb changed the workflow since) is read again, and the verb wins', async () => {
     const lab = getLab();
     const id = await firstOfTwoAnswered(lab, 'lab-preload-stale', { pong: 1 });

@@ -10,13 +10,7 @@ import {
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
 import { type CommandRow, commit, toCommand } from '@better-compute/core/kernel';
-import {
-  awaitCommand,
-  defineStep,
-  type StepContext,
-  type StepPreloads,
-  stepCommandKey,
-} from '@better-compute/provision';
+import { awaitCommand, defineStep, type StepContext, stepCommandKey } from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
 import { preloadedMachine } from './machine-preload';
 import { metalNode, RELAYED_COMMAND_POLL_MS, resultJson } from './relay';
@@ -112,12 +106,13 @@ async function readNodeAndCommand(
  * metal's preload read it in the same snapshot (undefined when it did not: then the write reads it).
  */
 function preloadedNodeAndCommand(
-  ctx: StepContext & { preloads: StepPreloads },
+  ctx: StepContext,
+  commands: readonly Command[],
   nodeId: string,
   key: string,
 ): { node: NodeVersion | undefined; command: Command | null } {
   const full = stepCommandKey(ctx, key);
-  const command = ctx.preloads.commands.find((c) => c.nodeId === nodeId && c.key === full) ?? null;
+  const command = commands.find((c) => c.nodeId === nodeId && c.key === full) ?? null;
   return { node: preloadedMachine(ctx, nodeId)?.node ?? undefined, command };
 }
 
@@ -217,8 +212,9 @@ export const inspectCollect = defineStep({
   description: "Collects the machine's hardware inventory from the ramdisk into node facts and labels.",
   async run(_input, ctx) {
     const node = metalNode(ctx, 'inspect.collect');
-    const read = ctx.preloads
-      ? preloadedNodeAndCommand({ ...ctx, preloads: ctx.preloads }, node.id, 'inventory')
+    const preloaded = ctx.preloads?.commands;
+    const read = preloaded
+      ? preloadedNodeAndCommand(ctx, preloaded, node.id, 'inventory')
       : await readNodeAndCommand(ctx, node.id, 'inventory');
     const sent = await awaitCommand(ctx, {
       nodeId: node.id,

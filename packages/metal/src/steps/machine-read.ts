@@ -130,7 +130,8 @@ export async function machineForStep(
 ): Promise<MetalMachine> {
   const node = metalNode(ctx, stepId);
   const preloaded = preloadedMachine(ctx, node.id);
-  if (preloaded && ctx.preloads) return machineFrom(ctx, preloaded, ctx.preloads.commands, options);
+  const attemptCommands = ctx.preloads?.commands;
+  if (preloaded && attemptCommands) return machineFrom(ctx, preloaded, attemptCommands, options);
   const keys = [...(options.keys ?? [])];
   const readsSent = keys.length > 0 || options.perMac !== undefined;
   const readsMacs = options.macs === true || options.perMac !== undefined;

@@ -101,9 +101,10 @@ export interface StepContext extends ModuleContext {
 export interface StepPreloads {
   /**
    * Every command this attempt of the step had sent (to any agent) when the claim read it; `[]` for an attempt this
-   * pass started. `awaitCommand` looks here first (a command the run itself sent since is looked up as before).
+   * pass started; absent when the claim did not read them (more than 16, or a result over 64 KiB: a long `poll`).
+   * `awaitCommand` looks here first (a command the run itself sent since is looked up as before).
    */
-  readonly commands: readonly Command[];
+  readonly commands?: readonly Command[];
   /** By {@link WorkflowPreload} id: what its SQL read for the workflow (JSON; `null` for SQL NULL). */
   readonly reads: Readonly<Record<string, Json>>;
 }

@@ -50,7 +50,8 @@ function refusedRun(error: ComputeError): EndedRun['outcome'] {
 }
 
 /**
- * What a run may take from the claim's reads: for the attempt that was running when the claim read, its commands; for
+ * What a run may take from the claim's reads: for the attempt that was running when the claim read, its commands (when
+ * the claim read them); for
  * an attempt this pass started since (the pass wrote every change after the claim's read, so any other running
  * attempt is its own), none; the modules' reads either way. Undefined once the pass read the workflow again.
  */
@@ -60,6 +61,8 @@ function runPreloads(
 ): StepPreloads | undefined {
   if (!reads) return undefined;
   if (reads.running.get(request.stepId) !== request.attempt) return { commands: [], reads: reads.stepReads.reads };
+  // Too many or too large to read with the claim: the run looks its commands up itself.
+  if (!reads.stepReads.commands) return { reads: reads.stepReads.reads };
   const base = stepCommandKey(request);
   const commands = reads.stepReads.commands.filter(
     (c) => c.stepId === request.stepId && (c.key === base || c.key.startsWith(`${base}:`)),

@@ -51,9 +51,10 @@ function stepCommands(
       ...command,
     };
   };
-  const preloaded = preloads
+  const known = preloads?.commands;
+  const preloaded = known
     ? (nodeId: string, key: string) =>
-        sentKeys.has(key) ? undefined : (preloads.commands.find((c) => c.nodeId === nodeId && c.key === key) ?? null)
+        sentKeys.has(key) ? undefined : (known.find((c) => c.nodeId === nodeId && c.key === key) ?? null)
     : undefined;
   const stage = commands.stage?.bind(commands);
   return {

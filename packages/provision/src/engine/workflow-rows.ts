@@ -151,16 +151,30 @@ export interface LoadedWorkflow {
   stepReads?: StepReads;
 }
 
-/** The running steps' commands (every attempt) and the modules' workflow preloads, as the claim read them. */
+/**
+ * The most commands the claim reads for one running step's attempt: a step with more (a long `poll`) reads its own,
+ * as does one whose result is larger than {@link MAX_PRELOADED_RESULT_BYTES}, so a claim stays small.
+ */
+export const MAX_PRELOADED_STEP_COMMANDS = 16;
+
+/** The largest command result the claim reads for a step's run (64 KiB). */
+export const MAX_PRELOADED_RESULT_BYTES = 65_536;
+
+/**
+ * The running steps' current attempts' commands (undefined when there were too many, or one too large, to read with
+ * the claim) and the modules' workflow preloads, as the claim read them.
+ */
 export interface StepReads {
-  commands: Command[];
+  commands: Command[] | undefined;
   reads: Record<string, Json>;
 }
 
 function toStepReads(raw: unknown): StepReads | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
   const { commands, reads } = raw as { commands?: unknown; reads?: unknown };
-  if (!Array.isArray(commands) || typeof reads !== 'object' || reads === null || Array.isArray(reads)) return undefined;
+  if (typeof reads !== 'object' || reads === null || Array.isArray(reads)) return undefined;
+  if (commands === null) return { commands: undefined, reads: reads as Record<string, Json> };
+  if (!Array.isArray(commands)) return undefined;
   const parsed = commands.map(commandFromJson);
   if (parsed.some((c) => c === undefined)) return undefined;
   return { commands: parsed as Command[], reads: reads as Record<string, Json> };
@@ -227,8 +241,10 @@ export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise
 /**
  * What {@link readActiveWorkflow} reads, as one JSON value (null when the key has no active workflow): the `workflow`
  * reconciler's preload, read by the worker's claim in its own statement. `key` and `now` are SQL expressions of the
- * key and the claim's now. With it, for the runs of its running control-plane steps (`stepReads`): their commands,
- * every attempt's, found through the commands' workflow and step (an index), and each module's workflow preload.
+ * key and the claim's now. With it, for the runs of its running control-plane steps (`stepReads`): their current
+ * attempts' commands, found through the commands' workflow and step (an index; at most
+ * {@link MAX_PRELOADED_STEP_COMMANDS}, none larger than {@link MAX_PRELOADED_RESULT_BYTES}, else not read), and each
+ * module's workflow preload.
  *
  * @example
  * ```ts
@@ -238,11 +254,18 @@ export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise
 export function activeWorkflowPreloadSql(key: string, now: string, preloads: readonly WorkflowPreload[] = []): string {
   // Ids are checked (WORKFLOW_PRELOAD_ID_PATTERN): safe as literals.
   const reads = preloads.map((p) => `'${p.id}', (${p.sql({ workflow: 'w', now })})`);
+  // The current attempt's commands (keyed wf:<id>:<step>#<attempt>[:<key>]), the newest first; NULL when there are
+  // more than the cap or a result is too large (the run then looks its commands up itself).
+  const attemptKey = `'wf:' || w.id || ':' || s.step_id || '#' || s.attempt`;
   const stepReads = `
   json_build_object(
-    'commands', (SELECT coalesce(json_agg(${commandJsonSql('c')}), '[]'::json)
-      FROM workflow_steps s JOIN commands c ON c.workflow_id = s.workflow_id AND c.step_id = s.step_id
-      WHERE s.workflow_id = w.id AND s.state = 'running' AND c.workflow_id IS NOT NULL),
+    'commands', (SELECT CASE WHEN count(*) > ${MAX_PRELOADED_STEP_COMMANDS}
+          OR coalesce(bool_or(octet_length(x.result) > ${MAX_PRELOADED_RESULT_BYTES}), false) THEN NULL
+        ELSE coalesce(json_agg(${commandJsonSql('x')}), '[]'::json) END
+      FROM (SELECT c.* FROM workflow_steps s JOIN commands c ON c.workflow_id = s.workflow_id AND c.step_id = s.step_id
+        WHERE s.workflow_id = w.id AND s.state = 'running' AND c.workflow_id IS NOT NULL
+          AND (c.key = ${attemptKey} OR starts_with(c.key, ${attemptKey} || ':'))
+        ORDER BY c.created_at DESC, c.id DESC LIMIT ${MAX_PRELOADED_STEP_COMMANDS + 1}) x),
     'reads', json_build_object(${reads.join(', ')})) AS step_reads,`;
   const source = `(SELECT * FROM workflows WHERE ${activeOfKey(key)})`;
   return `(SELECT to_json(x) FROM (${selectWorkflowFrom(source, stepReads)}) x)`;

@@ -154,8 +154,8 @@ export function parseWorkNotification(payload: string): { shard: number; urgent:
  * its own. `sql(key, now)` returns a scalar SQL expression (a parenthesised subquery, typically) of the claimed item's
  * key, given as the SQL expression `key` (a text value), and of the claim's now (a timestamptz SQL expression: the
  * worker's clock, which a read of freshness should use rather than the server's); its value reaches the reconciler as
- * `ctx.preloaded`, converted by `to_json`. It is read in the claim's snapshot: like any unlocked read it may be stale by the time the pass writes,
- * and a wake that committed while the claim ran withholds it. It must not write and must not fail: the worker checks
+ * `ctx.preloaded`, converted by `to_json`. It is read in the claim's snapshot: like any unlocked read it may be stale
+ * by the time the pass writes, and a wake that committed while the claim ran withholds it. It must not write and must not fail: the worker checks
  * it once at start and claims without it if it does.
  *
  * @example

@@ -95,7 +95,7 @@ export interface StepContext extends ModuleContext {
  * @example
  * ```ts
  * const machine = ctx.preloads?.reads['acme.machine'] ?? (await readMachine(ctx));
- * const sent = ctx.preloads?.commands.filter((c) => c.key.endsWith(':power')) ?? [];
+ * const sent = ctx.preloads?.commands?.filter((c) => c.key.endsWith(':power'));
  * ```
  */
 export interface StepPreloads {

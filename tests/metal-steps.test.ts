@@ -446,7 +446,7 @@ describe('metal.ensureRamdisk', () => {
     // machine (with metal's preload) and the step's commands, so neither the machine's read, the node's read, nor a
     // command lookup by key ran.
     expect(statements.filter((text) => /'metal\.machine'/.test(text)).length).toBeGreaterThanOrEqual(6);
-    expect(statements.filter((text) => /machine_tenant_id/.test(text))).toEqual([]);
+    expect(statements.filter((text) => / AS machine, \(SELECT coalesce/.test(text))).toEqual([]);
     expect(statements.filter((text) => /FROM nodes n LEFT JOIN commands c/.test(text))).toEqual([]);
     expect(statements.filter((text) => /FROM commands WHERE node_id = \$1 AND key = \$2/.test(text))).toEqual([]);
     expect(wf.steps[1]?.result).toMatchObject({ labels: { 'gpu.model': 'H100' } });

@@ -120,9 +120,6 @@ export function commandFromJson(value: unknown): Command | undefined {
     row[column] = typeof at === 'string' ? new Date(at) : null;
   }
   row.result = typeof raw.result === 'string' ? Uint8Array.from(Buffer.from(raw.result, 'base64')) : null;
-  for (const column of ['batch_id', 'workflow_id', 'step_id', 'target_node_id', 'wake_kind', 'wake_key', 'reason']) {
-    if (row[column] === undefined) row[column] = null;
-  }
-  if (row.attested === undefined) row.attested = null;
+  // to_jsonb writes every column, NULLs as null: the rest is the row as the driver returns it.
   return toCommand(row as unknown as CommandRow);
 }

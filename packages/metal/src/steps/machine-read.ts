@@ -1,12 +1,7 @@
 import { type Command, ComputeError, type Json } from '@better-compute/core';
-import {
-  type CommandRow,
-  connectedSiteAgentSql,
-  DEFAULT_SESSION_STALE_AFTER_MS,
-  toCommand,
-} from '@better-compute/core/kernel';
+import { commandFromJson, commandJsonSql } from '@better-compute/core/kernel';
 import { type StepContext, stepCommandKey } from '@better-compute/provision';
-import { type PreloadedMachine, preloadedMachine } from './machine-preload';
+import { metalMachinePreload, type PreloadedMachine, preloadedMachine } from './machine-preload';
 
 /** A machine's BMC as a site agent needs it: the address, the driver name and the reference to its credential. */
 export interface MachineBmc {
@@ -23,7 +18,7 @@ export interface RelaySent {
   /** The step-level keys looked for (`'power'`, `'boot-entry:0c:42:…'`), as `awaitCommand` takes them. */
   readonly keys: ReadonlySet<string>;
   readonly commands: readonly Command[];
-  /** The tenant of each agent a command was found on (of every agent of the site, when the claim read them). */
+  /** The tenant of every site agent of the machine's site. */
   readonly agentTenants: ReadonlyMap<string, string>;
   /** The site agent a first command would go to (the boot-lease holder first), undefined when none is connected. */
   readonly connectedAgentId: string | undefined;
@@ -68,21 +63,6 @@ export interface MachineReadOptions {
   session?: boolean;
 }
 
-type MachineRow = Partial<CommandRow> & {
-  machine_tenant_id: string;
-  machine_site_id: string;
-  bmc_address: string;
-  bmc_driver: string;
-  bmc_credential_ref: unknown;
-  addresses: string[] | null;
-  drivers: Record<string, Json> | null;
-  workflow_started_at: Date | string | null;
-  macs: string[] | null;
-  agent_tenant_id: string | null;
-  machine_session?: { bootId: string | null; role: string | null; connectedAt: string } | null;
-  connected_agent_id: string | null;
-};
-
 /**
  * The node of a node workflow, or INVALID_CONFIG naming the step that needs one.
  *
@@ -100,22 +80,13 @@ export function metalNode(ctx: StepContext, stepId: string): NonNullable<StepCon
   return ctx.node;
 }
 
-// The commands of this attempt under the keys asked for, on the site's agents only (the unique (node_id, key) index
-// finds each), with the agent's tenant; a row per command, or one with no command.
-function sentJoin(perMac: boolean): string {
-  const macKeys = perMac ? ` || ARRAY(SELECT $4::text || x.mac FROM metal_macs x WHERE x.node_id = m.node_id)` : '';
-  return `LEFT JOIN LATERAL (
-       SELECT a.tenant_id AS agent_tenant_id, c.* FROM nodes a JOIN commands c ON c.node_id = a.id
-       WHERE a.site_id = m.site_id AND a.kind = 'site-agent' AND c.key = ANY($3::text[]${macKeys})
-     ) c ON TRUE`;
-}
-
 /**
- * Reads the workflow's machine from `metal_machines` (its BMC, site, owner and known addresses) with the pinned
- * profile's `drivers`, in one statement; with `options`, the same statement also reads the machine's MACs, when the
- * workflow started, and the commands this step attempt already sent under the keys it names, so a relaying step's
- * pass is one read whatever it sent. A node metal does not know is INVALID_STATE (`reason: 'not-enrolled'`): only an
- * enrolled or adopted machine has a BMC to drive.
+ * Reads the workflow's machine (its BMC, site, owner and known addresses, MACs, the pinned profile's `drivers`, when
+ * the workflow started, the machine's agent session, where a first command would go) and the commands this step
+ * attempt already sent under the keys `options` names, so a relaying step's pass reads at most once whatever it sent:
+ * nothing when the claim read it for the run (metal's workflow preload and the attempt's commands), else one
+ * statement (the same preload SQL, at the run's now). A node metal does not know is INVALID_STATE
+ * (`reason: 'not-enrolled'`): only an enrolled or adopted machine has a BMC to drive.
  *
  * @example
  * ```ts
@@ -132,35 +103,23 @@ export async function machineForStep(
   const preloaded = preloadedMachine(ctx, node.id);
   const attemptCommands = ctx.preloads?.commands;
   if (preloaded && attemptCommands) return machineFrom(ctx, preloaded, attemptCommands, options);
-  const keys = [...(options.keys ?? [])];
-  const readsSent = keys.length > 0 || options.perMac !== undefined;
-  const readsMacs = options.macs === true || options.perMac !== undefined;
-  const params: unknown[] = [node.id, ctx.workflowId];
-  const bind = (value: unknown) => `$${params.push(value)}`;
-  if (readsSent) params.push(keys.map((key) => stepCommandKey(ctx, key)));
-  if (options.perMac !== undefined) params.push(stepCommandKey(ctx, options.perMac));
-  // Where a first command would go, read with the rest: a pass that sends needs no read of its own for it.
-  const connected = readsSent ? connectedSiteAgentSql('m.site_id', { now: ctx.clock.now() }, bind) : undefined;
-  // The session as currentAgentSession finds it (open, seen within the default freshness), read with the rest.
-  const session = options.session
-    ? `, (SELECT json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)
-         FROM agent_sessions s WHERE s.node_id = m.node_id AND s.closed_at IS NULL
-           AND s.last_seen_at > ${bind(new Date(ctx.clock.now().getTime() - DEFAULT_SESSION_STALE_AFTER_MS))}::timestamptz
-         ORDER BY s.connected_at DESC, s.id DESC LIMIT 1) AS machine_session`
-    : '';
-  const { rows } = await ctx.sql.query<MachineRow>(
-    `SELECT m.tenant_id AS machine_tenant_id, m.site_id AS machine_site_id, m.bmc_address, m.bmc_driver,
-            m.bmc_credential_ref, m.addresses, w.document->'drivers' AS drivers,
-            COALESCE(w.started_at, w.created_at) AS workflow_started_at,
-            ${readsMacs ? 'ARRAY(SELECT x.mac FROM metal_macs x WHERE x.node_id = m.node_id ORDER BY x.mac)' : 'NULL::text[]'} AS macs${session}
-            ${connected ? `, (${connected}) AS connected_agent_id, c.*` : ''}
-     FROM metal_machines m LEFT JOIN workflows w ON w.id = $2
-     ${readsSent ? sentJoin(options.perMac !== undefined) : ''}
-     WHERE m.node_id = $1`,
-    params,
+  // Not claimed with a preload: the same read in a statement of its own, for this workflow at the run's now, with
+  // the commands of this attempt under the keys asked for on the site's agents (the unique (node_id, key) index finds
+  // each; a per-MAC key for each of the machine's MACs).
+  const keys = (options.keys ?? []).map((key) => stepCommandKey(ctx, key));
+  const perMac = options.perMac === undefined ? null : stepCommandKey(ctx, options.perMac);
+  const sent = `(SELECT coalesce(json_agg(${commandJsonSql('c')}), '[]'::json) FROM nodes a JOIN commands c ON c.node_id = a.id
+    WHERE a.site_id = (SELECT site_id FROM metal_machines WHERE node_id = $1) AND a.kind = 'site-agent'
+      AND c.key = ANY($4::text[] || ARRAY(SELECT $5::text || x.mac FROM metal_macs x
+        WHERE $5::text IS NOT NULL AND x.node_id = $1)))`;
+  const { rows } = await ctx.sql.query<{ machine: PreloadedMachine | null; sent: unknown[] }>(
+    `SELECT ${metalMachinePreload.sql({ workflow: 'w', now: '$3::timestamptz' })} AS machine, ${sent} AS sent
+     FROM (SELECT $1::text AS node_id, $2::text AS id, wf.document, wf.started_at, wf.created_at
+           FROM (SELECT 1) one LEFT JOIN workflows wf ON wf.id = $2) w`,
+    [node.id, ctx.workflowId, ctx.clock.now(), keys, perMac],
   );
-  const row = rows[0];
-  if (!row) {
+  const read = rows[0]?.machine;
+  if (!read) {
     throw new ComputeError(
       'INVALID_STATE',
       `${stepId}: node ${node.id} is not a machine metal knows (enroll it first)`,
@@ -169,30 +128,14 @@ export async function machineForStep(
       },
     );
   }
-  const found = rows.filter((r) => typeof r.id === 'string') as (MachineRow & CommandRow)[];
-  const read: PreloadedMachine = {
-    nodeId: node.id,
-    tenantId: row.machine_tenant_id,
-    siteId: row.machine_site_id,
-    bmcAddress: row.bmc_address,
-    bmcDriver: row.bmc_driver,
-    bmcCredentialRef: row.bmc_credential_ref,
-    addresses: row.addresses,
-    drivers: row.drivers,
-    workflowStartedAt: row.workflow_started_at === null ? null : new Date(row.workflow_started_at).toISOString(),
-    macs: row.macs,
-    connectedAgentId: row.connected_agent_id,
-    siteAgents: Object.fromEntries(found.map((r) => [r.node_id, r.agent_tenant_id ?? row.machine_tenant_id])),
-    session: row.machine_session ?? null,
-  };
-  return machineFrom(ctx, read, found.map(toCommand), options);
+  const commands = (rows[0]?.sent ?? []).map(commandFromJson).filter((c): c is Command => c !== undefined);
+  return machineFrom(ctx, read, commands, options);
 }
 
 /**
- * The machine as {@link machineForStep} returns it, from its own read or from what the claim read for the run (metal's
- * workflow preload, and the attempt's commands): the commands kept are those under the keys asked for on the site's
- * agents, and `agentTenants` names every agent `found.siteAgents` lists (the claim lists the whole site's, the read
- * those a command was found on).
+ * The machine as {@link machineForStep} returns it, from metal's workflow preload (read by the claim, or by the step
+ * itself) and the attempt's commands: the commands kept are those under the keys asked for on the site's agents, and
+ * `agentTenants` names every agent of the site.
  */
 function machineFrom(
   ctx: StepContext,

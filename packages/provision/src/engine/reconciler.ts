@@ -3,7 +3,6 @@ import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
-import { stepCommandKey } from '../steps/step-command-key';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import { type EndedRun, planPass, writePass } from './plan-pass';
 import { RunGate } from './run-gate';
@@ -63,10 +62,8 @@ function runPreloads(
   if (reads.running.get(request.stepId) !== request.attempt) return { commands: [], reads: reads.stepReads.reads };
   // Too many or too large to read with the claim: the run looks its commands up itself.
   if (!reads.stepReads.commands) return { reads: reads.stepReads.reads };
-  const base = stepCommandKey(request);
-  const commands = reads.stepReads.commands.filter(
-    (c) => c.stepId === request.stepId && (c.key === base || c.key.startsWith(`${base}:`)),
-  );
+  // The claim read only the running attempts' commands: those of this step are this attempt's.
+  const commands = reads.stepReads.commands.filter((c) => c.stepId === request.stepId);
   return { commands, reads: reads.stepReads.reads };
 }
 

@@ -186,8 +186,10 @@ function hookedDatabase(db: SqlDatabase): SqlDatabase {
   };
 }
 
-// The PKI port the compute has; `sealsTokens` false takes its one-statement token secret away, as a PKI without it.
-let sealsTokens = true;
+// The PKI port the compute has: `stages` (the full port: a boot entry's token written by the entry's send), `seals`
+// (no staging: the token and its secret minted by one statement of their own) or `mints` (neither: mint, then
+// ctx.secrets), as PKI ports without those methods.
+let tokenPort: 'stages' | 'seals' | 'mints' = 'stages';
 let pkiPort: PkiPort;
 
 beforeAll(async () => {
@@ -198,7 +200,10 @@ beforeAll(async () => {
   pkiPort = {
     issueJoinToken: (tx, input) => port.issueJoinToken(tx, input),
     get issueJoinTokenSecret() {
-      return sealsTokens ? port.issueJoinTokenSecret : undefined;
+      return tokenPort === 'mints' ? undefined : port.issueJoinTokenSecret;
+    },
+    get stageJoinTokenSecret() {
+      return tokenPort === 'stages' ? port.stageJoinTokenSecret : undefined;
     },
   };
   const bareMetal = metal();
@@ -418,6 +423,31 @@ describe('metal.ensureRamdisk', () => {
     );
     expect(rows[0]?.n).toBe(2);
     expect(wf.steps[0]?.result).toMatchObject({ bootId: machine.bootId, macs: 2 });
+  });
+
+  it("writes each boot entry's token and secret by the statement that sends the entry, not one of their own", async () => {
+    recorded = [];
+    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    for (let i = 0; i < 4; i += 1) await drive([site]);
+    const statements = recorded;
+    recorded = undefined;
+    const tokenWrites = statements.filter((text) => /INSERT INTO pki_join_tokens/.test(text));
+    expect(tokenWrites).toHaveLength(2);
+    for (const text of tokenWrites) {
+      expect(text).toMatch(/step_send AS \(/);
+      expect(text).toMatch(/INSERT INTO pki_secrets/);
+    }
+    // Each entry's reference resolves to a token of the machine, and those are all the tokens there are.
+    const refs = (await commandsOf(id))
+      .filter((c) => c.kind === 'site.bootEntry')
+      .map((c) => c.payload.tokenRef as string);
+    expect(refs).toHaveLength(2);
+    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
+    const { rows } = await scratch.db.query<{ id: string }>(
+      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
+      [machineId],
+    );
+    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
   });
 
   it("takes the machine and its commands from the claim's preload: no pass reads them itself", async () => {
@@ -781,13 +811,34 @@ describe('metal.ensureRamdisk and its token secrets', () => {
   });
 });
 
-describe('metal.ensureRamdisk with a PKI port that cannot store a token as a secret', () => {
+describe('metal.ensureRamdisk with a PKI port that cannot stage a token, or store it as a secret', () => {
   afterEach(() => {
-    sealsTokens = true;
+    tokenPort = 'stages';
+  });
+
+  it('mints each token and its secret by one statement of their own when the port cannot stage them', async () => {
+    tokenPort = 'seals';
+    recorded = [];
+    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    for (let i = 0; i < 4; i += 1) await drive([site]);
+    const statements = recorded;
+    recorded = undefined;
+    const tokenWrites = statements.filter((text) => /INSERT INTO pki_join_tokens/.test(text));
+    expect(tokenWrites).toHaveLength(2);
+    for (const text of tokenWrites) expect(text).not.toMatch(/step_send AS \(/);
+    const refs = (await commandsOf(id))
+      .filter((c) => c.kind === 'site.bootEntry')
+      .map((c) => c.payload.tokenRef as string);
+    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
+    const { rows } = await scratch.db.query<{ id: string }>(
+      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
+      [machineId],
+    );
+    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
   });
 
   it("mints each token, then stores it with ctx.secrets: the reference resolves to the machine's token", async () => {
-    sealsTokens = false;
+    tokenPort = 'mints';
     const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
     for (let i = 0; i < 4; i += 1) await drive([site]);
     const refs = (await commandsOf(id))

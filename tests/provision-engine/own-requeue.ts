@@ -93,4 +93,54 @@ export function ownRequeueScenarios(getLab: () => EngineLab) {
     const { rows } = await lab.db.query('SELECT id FROM commands');
     expect(rows).toHaveLength(0);
   });
+
+  it("writes what goes with a relaying step's send by the statement that sends it, and never again", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({
+      id: 'lab-relay-with',
+      steps: [{ use: 'lab.relay', on: 'site', with: { withWrite: true } }],
+    });
+    const ctx = { ...lab.compute.context, item: { kind: 'workflow', key: lab.nodeId } };
+    expect(await workflowReconciler(lab)(lab.nodeId, ctx)).toMatchObject({ requeueWritten: true });
+    expect(await sentWith(lab)).toBe('1');
+    // Later passes find the command open (sent) and write nothing with it again.
+    for (let i = 0; i < 3; i += 1) await workflowReconciler(lab)(lab.nodeId, ctx);
+    expect(await sentWith(lab)).toBe('1');
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.siteAgent.poll();
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    expect(await sentWith(lab)).toBe('1');
+    const { rows } = await lab.db.query('SELECT id FROM commands WHERE workflow_id = $1', [id]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it("sends nothing when what goes with the send cannot be written, and fails the step with the write's refusal", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.db.query(`UPDATE nodes SET labels = labels || '{"refuse-with":"yes"}'::jsonb WHERE id = $1`, [
+      lab.nodeId,
+    ]);
+    const id = await lab.start({
+      id: 'lab-relay-with-refused',
+      steps: [{ use: 'lab.relay', on: 'site', with: { withWrite: true } }],
+    });
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('failed');
+    expect(wf.steps[0]?.error).toMatchObject({ code: 'NOT_FOUND', message: 'the node refuses' });
+    expect(await sentWith(lab)).toBeNull();
+    const { rows } = await lab.db.query('SELECT id FROM commands WHERE workflow_id = $1', [id]);
+    expect(rows).toHaveLength(0);
+  });
+}
+
+/** The count `lab.relay`'s staged write keeps in the lab node's `sent-with` label (null: never written). */
+async function sentWith(lab: EngineLab): Promise<string | null> {
+  const { rows } = await lab.db.query<{ n: string | null }>(
+    "SELECT labels->>'sent-with' AS n FROM nodes WHERE id = $1",
+    [lab.nodeId],
+  );
+  return rows[0]?.n ?? null;
 }

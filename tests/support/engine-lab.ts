@@ -10,6 +10,7 @@ import {
   type SqlDatabase,
   SqlError,
 } from 'better-compute/core';
+import type { StagedWrite } from 'better-compute/core/kernel';
 import {
   awaitCommand,
   defineStep,
@@ -63,6 +64,30 @@ export interface LabRecord {
   /** `lab.stubborn` ignores its signal and waits for this to be called; then it tries to send a command. */
   releaseStubborn: (() => void) | undefined;
   stubbornSend: 'sent' | 'refused' | undefined;
+}
+
+/**
+ * A staged write for `lab.relay`'s send: counts itself in the node's `sent-with` label, and requires that the node has
+ * no `refuse-with` label (`write` throws NOT_FOUND at `['nodeId']` then).
+ */
+function sentWith(nodeId: string): StagedWrite {
+  const count = (node: string, guard: string) =>
+    `UPDATE nodes SET labels = labels || jsonb_build_object('sent-with', (COALESCE((labels->>'sent-with')::int, 0) + 1)::text)
+     WHERE id = ${node} AND ${guard}`;
+  const allowed = (node: string) => `EXISTS (SELECT 1 FROM nodes WHERE id = ${node} AND NOT labels ? 'refuse-with')`;
+  return {
+    changes: [
+      {
+        name: 'lab_sent_with',
+        sql: ({ bind, guard }) => count(bind(nodeId), guard),
+        requires: ({ bind }) => allowed(bind(nodeId)),
+      },
+    ],
+    async write(tx) {
+      const { rowCount } = await tx.query(count('$1', allowed('$1')), [nodeId]);
+      if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'the node refuses', { details: { path: ['nodeId'] } });
+    },
+  };
 }
 
 export const lab: LabRecord = {
@@ -268,6 +293,8 @@ export const labSteps = [
       kind: field.string().optional(),
       // Runs `lab.duringRun`'s hook first (an abort of its own workflow, say).
       hookFirst: field.boolean().optional(),
+      // Sends the command with a staged write (see sentWith): the node's `sent-with` label counts the writes.
+      withWrite: field.boolean().optional(),
     }),
     async run(input, ctx) {
       record('lab.relay', ctx);
@@ -280,6 +307,7 @@ export const labSteps = [
         payload: {},
         ...(input.key ? { key: input.key } : {}),
         ...(input.pollMs !== undefined ? { pollMs: input.pollMs } : {}),
+        ...(input.withWrite ? { with: sentWith(ctx.node!.id) } : {}),
         targetNodeId: ctx.node!.id,
       });
       return { commandId: sent.commandId };

@@ -47,7 +47,13 @@ import { type VerifyAttestedResultInput, verifyAttestedResult } from './results/
 import { createSecretBroker, fetchSecretForAgent } from './secrets/secret-broker';
 import type { Attestor } from './tokens/attestors';
 import { type JoinAgentInput, type JoinAgentResult, joinAgent } from './tokens/join-agent';
-import { issueJoinToken, issueJoinTokenSecret, type JoinTokenInput, revokeJoinToken } from './tokens/join-tokens';
+import {
+  issueJoinToken,
+  issueJoinTokenSecret,
+  type JoinTokenInput,
+  revokeJoinToken,
+  stageJoinTokenSecret,
+} from './tokens/join-tokens';
 
 /** Options of {@link pki}. */
 export interface PkiOptions {
@@ -165,6 +171,7 @@ export function pki(options: PkiOptions): Pki {
     port: (_sql, portClock) => ({
       issueJoinToken: (tx, input) => issueJoinToken(tx, input, { clock: portClock ?? clock }),
       issueJoinTokenSecret: (tx, input) => issueJoinTokenSecret(tx, input, { clock: portClock ?? clock, key }),
+      stageJoinTokenSecret: (input) => stageJoinTokenSecret(input, { clock: portClock ?? clock, key }),
     }),
     secrets: (sql, secretsClock) => createSecretBroker(sql, { key, clock: secretsClock ?? clock, log }),
     attestation: (attestationClock) => ({

@@ -43,6 +43,29 @@ export interface CommitChangeInput {
 export interface CommitChange {
   readonly name: string;
   readonly sql: (input: CommitChangeInput) => string;
+  /**
+   * What the whole commit needs for this change to be right (a row it reads from, a tenant it names): a condition
+   * ANDed into the gate's guard, so that when it fails nothing of the commit is written (`stale`), never the rest
+   * without this change.
+   */
+  readonly requires?: (input: Pick<CommitChangeInput, 'bind'>) => string;
+}
+
+/**
+ * Writes prepared without the database (ids, hashes and sealed values computed), for the caller to put into a commit
+ * of its own: `changes` after its gate, all or nothing with it (their `requires` hold the gate), or `write` in the
+ * caller's transaction when the caller cannot take changes (it throws what a failed `requires` means, such as
+ * NOT_FOUND). Either way the write happens at most once, with what it goes with.
+ *
+ * @example
+ * ```ts
+ * const staged = ctx.pki!.stageJoinTokenSecret!({ tenantId, role: 'node', nodeId, ttlSeconds: 3600, maxUses: 1, secretTenantId });
+ * await commit(ctx, { changes: [gate, ...staged.write.changes], command });
+ * ```
+ */
+export interface StagedWrite {
+  readonly changes: readonly CommitChange[];
+  write(tx: SqlExecutor): Promise<void>;
 }
 
 /**
@@ -141,6 +164,8 @@ function build(
   }
   // A staged command is inserted only with its node (the insert reads the node's tenant): no node, no commit.
   if (command?.param) gateConditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(command.nodeId)})`);
+  // A change's requirements hold the gate: the commit writes all of its changes or none.
+  for (const change of request.changes) if (change.requires) gateConditions.push(`(${change.requires({ bind })})`);
   const [gate] = request.changes;
   const written = `EXISTS (SELECT 1 FROM ${gate.name})`;
   for (const [index, change] of request.changes.entries()) {

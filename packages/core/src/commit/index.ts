@@ -5,4 +5,5 @@ export {
   type CommitRequest,
   type CommitResult,
   commit,
+  type StagedWrite,
 } from './commit';

@@ -59,6 +59,7 @@ export {
   type CommitRequest,
   type CommitResult,
   commit,
+  type StagedWrite,
 } from '../commit';
 export type { EventStaging } from '../events';
 export { readEvents } from '../events';

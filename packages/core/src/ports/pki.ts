@@ -1,3 +1,4 @@
+import type { StagedWrite } from '../commit/commit';
 import type { SqlExecutor } from '../sql/executor';
 import type { SecretRef } from './secrets';
 
@@ -49,4 +50,21 @@ export interface PkiPort {
     tx: SqlExecutor,
     input: IssueJoinTokenInput & { secretTenantId: string },
   ): Promise<{ id: string; ref: SecretRef }>;
+  /**
+   * The same token and secret as {@link PkiPort.issueJoinTokenSecret}, prepared without the database: the caller
+   * writes them with its own commit (`write.changes`, all or nothing with it: a boot entry's send carries the token
+   * it references, so the token exists exactly when the command does), or in its transaction (`write.write`). An
+   * unknown tenant, site or node makes the commit stale (`write.write`: NOT_FOUND). Optional.
+   *
+   * @example
+   * ```ts
+   * const { ref, write } = ctx.pki!.stageJoinTokenSecret!({ tenantId, role: 'node', nodeId, ttlSeconds: 3600, maxUses: 1, secretTenantId });
+   * await awaitCommand(ctx, { nodeId: agentId, kind: 'site.bootEntry', payload: { mac, tokenRef: ref }, with: write });
+   * ```
+   */
+  stageJoinTokenSecret?(input: IssueJoinTokenInput & { secretTenantId: string }): {
+    id: string;
+    ref: SecretRef;
+    write: StagedWrite;
+  };
 }

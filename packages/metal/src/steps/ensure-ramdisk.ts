@@ -1,4 +1,5 @@
 import { ComputeError, field, manifest } from '@better-compute/core';
+import type { StagedWrite } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import {
   awaitCommand,
@@ -64,13 +65,20 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
   await Promise.all(refs.map((ref) => (typeof ref === 'string' && ref.length > 0 ? remove(ref) : undefined)));
 }
 
+/** A boot entry's token as its command carries it: the secret's reference, and the write to send it with. */
+interface BootToken {
+  ref: string;
+  write?: StagedWrite;
+}
+
 /**
  * Mints what the boot entries not sent yet carry: a fresh single-use `node` join token per MAC, bound to the machine
  * and expecting that MAC, each stored as a secret so only its reference travels (in the site agent's tenant: the
- * agent fetches it through the command that carries the reference): by the PKI port in the same statement when it has
- * `issueJoinTokenSecret`, else with `ctx.secrets`. The MACs' tokens are minted at once.
- * A crash between minting and sending leaves unused tokens to expire and their secrets behind (the secrets of the
- * entries sent are deleted once the ramdisk joined). Returns the reference per MAC.
+ * agent fetches it through the command that carries the reference). With the PKI port's `stageJoinTokenSecret` the
+ * token and its secret are only prepared here and written by the statement that sends the entry (a token exists
+ * exactly when its entry does, and the boot device's result is followed by one statement, not two); else minted now,
+ * by one statement with `issueJoinTokenSecret`, or with `ctx.secrets`, where a crash before the send leaves an unused
+ * token to expire and its secret behind. Returns the token per MAC.
  */
 async function mintBootTokens(
   ctx: StepContext,
@@ -78,36 +86,45 @@ async function mintBootTokens(
   agentNodeId: string,
   macs: readonly string[],
   ttl: number,
-): Promise<Map<string, string>> {
-  const refs = new Map<string, string>();
-  if (macs.length === 0) return refs;
+): Promise<Map<string, BootToken>> {
+  const tokens = new Map<string, BootToken>();
+  if (macs.length === 0) return tokens;
   const { pki, secrets } = ctx;
   if (!pki) throw missingPort('pki');
   if (!secrets) throw missingPort('secrets');
   const agentTenant =
     machine.sent?.agentTenants.get(agentNodeId) ?? (await getNode(ctx.sql, agentNodeId))?.tenantId ?? machine.tenantId;
+  const staged = pki.stageJoinTokenSecret?.bind(pki);
   const sealed = pki.issueJoinTokenSecret?.bind(pki);
-  // Each MAC's token and secret at once, not in a transaction: this sits between a result and the next command, and
-  // a token minted by a run that then crashed is only an unused single-use token that expires. A PKI that stores
-  // the token as a secret itself does both in one statement (and the token never passes through here).
+  const inputOf = (mac: string) =>
+    ({
+      tenantId: machine.tenantId,
+      role: 'node',
+      nodeId: machine.nodeId,
+      siteId: machine.siteId,
+      ttlSeconds: ttl,
+      maxUses: 1,
+      expect: { mac },
+      secretTenantId: agentTenant,
+    }) as const;
+  if (staged) {
+    for (const mac of macs) {
+      const { ref, write } = staged(inputOf(mac));
+      tokens.set(mac, { ref, write });
+    }
+    return tokens;
+  }
+  // Each MAC's token and secret at once, not in a transaction: this sits between a result and the next command.
   const stored = await Promise.all(
     macs.map(async (mac) => {
-      const input = {
-        tenantId: machine.tenantId,
-        role: 'node',
-        nodeId: machine.nodeId,
-        siteId: machine.siteId,
-        ttlSeconds: ttl,
-        maxUses: 1,
-        expect: { mac },
-      } as const;
-      if (sealed) return [mac, (await sealed(ctx.sql, { ...input, secretTenantId: agentTenant })).ref] as const;
+      const { secretTenantId, ...input } = inputOf(mac);
+      if (sealed) return [mac, (await sealed(ctx.sql, inputOf(mac))).ref] as const;
       const token = await pki.issueJoinToken(ctx.sql, input);
-      return [mac, await secrets.put(agentTenant, token.token)] as const;
+      return [mac, await secrets.put(secretTenantId, token.token)] as const;
     }),
   );
-  for (const [mac, ref] of stored) refs.set(mac, ref);
-  return refs;
+  for (const [mac, ref] of stored) tokens.set(mac, { ref });
+  return tokens;
 }
 
 /**
@@ -119,7 +136,7 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
   const macs = machine.macs ?? [];
   const found = new Map(macs.map((mac) => [mac, sentCommand(ctx, machine, agentNodeId, `boot-entry:${mac}`)]));
   let open = false;
-  const entry = async (mac: string, tokenRef: string | undefined) => {
+  const entry = async (mac: string, token: BootToken | undefined) => {
     const command = found.get(mac);
     try {
       await awaitCommand(ctx, {
@@ -127,8 +144,9 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
         kind: 'site.bootEntry',
         key: `boot-entry:${mac}`,
         targetNodeId: machine.nodeId,
-        payload: { mac, mode: 'ramdisk', ...(tokenRef ? { tokenRef } : {}) },
+        payload: { mac, mode: 'ramdisk', ...(token ? { tokenRef: token.ref } : {}) },
         pollMs: RELAYED_COMMAND_POLL_MS,
+        ...(token?.write ? { with: token.write } : {}),
         ...(command === undefined ? {} : { found: command }),
       });
     } catch (error) {
@@ -138,9 +156,9 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
   };
   for (const mac of macs) if (found.get(mac)) await entry(mac, undefined);
   const missing = macs.filter((mac) => !found.get(mac));
-  const refs = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
+  const tokens = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
   // The missing entries are sent at once: each is its own statement, and the power cycle waits for them all.
-  await Promise.all(missing.map((mac) => entry(mac, refs.get(mac))));
+  await Promise.all(missing.map((mac) => entry(mac, tokens.get(mac))));
   if (open) throw stepNotReady(RELAYED_COMMAND_POLL_MS);
 }
 

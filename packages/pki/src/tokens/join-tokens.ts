@@ -9,6 +9,7 @@ import {
   type SecretRef,
   type SqlExecutor,
 } from '@better-compute/core';
+import type { CommitChange, StagedWrite } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import { sealSecret } from '../secrets/secret-broker';
 import { parseExpectation } from './claims';
@@ -189,17 +190,70 @@ export async function issueJoinTokenSecret(
   input: JoinTokenInput & { secretTenantId: string },
   deps: { clock: Clock; key: Uint8Array },
 ): Promise<{ id: string; ref: SecretRef }> {
+  const { id, ref, write } = stageJoinTokenSecret(input, deps);
+  await write.write(tx);
+  return { id, ref };
+}
+
+/**
+ * The token and secret of {@link issueJoinTokenSecret}, checked and prepared without the database, for the caller's
+ * own commit: `write.changes` are the token's insert (`join_token`) and the secret's (`join_token_secret`, only with
+ * the token), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist
+ * (else the caller's commit writes nothing); `write.write(tx)` is {@link issueJoinTokenSecret}'s statement, with its
+ * NOT_FOUND. Bad input throws at once (INVALID_INPUT), as minting does.
+ *
+ * @example
+ * ```ts
+ * const { ref, write } = stageJoinTokenSecret({ tenantId, role: 'node', nodeId, ttlSeconds: 3600, secretTenantId }, { clock, key });
+ * await commit(ctx, { changes: [gate, ...write.changes] });
+ * ```
+ */
+export function stageJoinTokenSecret(
+  input: JoinTokenInput & { secretTenantId: string },
+  deps: { clock: Clock; key: Uint8Array },
+): { id: string; ref: SecretRef; write: StagedWrite } {
   const prepared = prepareJoinToken(input, deps.clock.now());
   const secretTenantId = requireString(input.secretTenantId, ['secretTenantId']);
   const ref = newId('sec');
-  const params = [...prepared.row, secretTenantId, ref, sealSecret(deps.key, ref, secretTenantId, prepared.token)];
-  await insertToken(tx, prepared, INSERT_TOKEN_SECRET, params, async () => {
-    const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [secretTenantId]);
-    if (tenant.rowCount === 0) {
-      throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['secretTenantId'] } });
-    }
-  });
-  return { id: prepared.id, ref };
+  const sealed = sealSecret(deps.key, ref, secretTenantId, prepared.token);
+  const params = [...prepared.row, secretTenantId, ref, sealed];
+  const [id, tenantId, role, poolId, siteId, nodeId, hash, expect, maxUses, expiresAt, now] = prepared.row;
+  const changes: CommitChange[] = [
+    {
+      name: 'join_token',
+      sql: ({ bind, guard }) => `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id,
+          secret_hash, expect, max_uses, uses, expires_at, created_at)
+        SELECT ${bind(id)}::text, ${bind(tenantId)}::text, ${bind(role)}::text, ${bind(poolId)}::text,
+          ${bind(siteId)}::text, ${bind(nodeId)}::text, ${bind(hash)}::text, ${bind(expect)}::jsonb,
+          ${bind(maxUses)}::int, 0, ${bind(expiresAt)}::timestamptz, ${bind(now)}::timestamptz
+        WHERE ${guard} RETURNING id`,
+      requires: ({ bind }) =>
+        [
+          `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(tenantId)})`,
+          `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(secretTenantId)})`,
+          ...(prepared.siteId
+            ? [`EXISTS (SELECT 1 FROM sites WHERE id = ${bind(prepared.siteId)} AND tenant_id = ${bind(tenantId)})`]
+            : []),
+          ...(prepared.nodeId
+            ? [`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(prepared.nodeId)} AND tenant_id = ${bind(tenantId)})`]
+            : []),
+        ].join(' AND '),
+    },
+    {
+      name: 'join_token_secret',
+      sql: ({ bind }) => `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+        SELECT ${bind(ref)}::text, ${bind(secretTenantId)}::text, ${bind(sealed)}::text, ${bind(now)}::timestamptz
+        FROM join_token`,
+    },
+  ];
+  const write = async (tx: SqlExecutor) =>
+    insertToken(tx, prepared, INSERT_TOKEN_SECRET, params, async () => {
+      const tenant = await tx.query('SELECT 1 FROM tenants WHERE id = $1', [secretTenantId]);
+      if (tenant.rowCount === 0) {
+        throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['secretTenantId'] } });
+      }
+    });
+  return { id: prepared.id, ref, write: { changes, write } };
 }
 
 /**

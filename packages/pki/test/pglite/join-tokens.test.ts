@@ -1,3 +1,5 @@
+import { isComputeError } from '@better-compute/core';
+import { commit, type StagedWrite } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair, pki } from '../../src';
 import { findInLogs, findPlaintext, insertNode, scratchPglite } from '../support/database';
@@ -146,6 +148,71 @@ describe('issuing a join token as a secret', () => {
       'INVALID_INPUT',
     );
     expect(tenant.details.path).toEqual(['secretTenantId']);
+  });
+});
+
+describe("staging a join token as a secret, for the caller's own commit", () => {
+  const count = async (table: string) =>
+    Number((await h.scratch.db.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
+  // A commit of the caller's own: its gate writes a marker row, and the staged token and secret go with it.
+  const commitWith = (write: StagedWrite, marker: string) =>
+    commit(
+      { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never },
+      {
+        changes: [
+          {
+            name: 'marker',
+            sql: ({ bind, guard }) =>
+              `INSERT INTO tenants (id, name, created_at) SELECT ${bind(marker)}, ${bind(marker)}, now() WHERE ${guard} RETURNING id`,
+          },
+          ...write.changes,
+        ],
+      },
+    );
+  const base = { tenantId: 'acme', role: 'discovery', siteId: 'site_acme', ttlSeconds: 600, maxUses: 1 } as const;
+
+  it("is written by the caller's statement with its gate: the reference resolves to the token, which joins", async () => {
+    const { id, ref, write } = h.pki.port(h.scratch.db).stageJoinTokenSecret!({ ...base, secretTenantId: 'root' });
+    expect((await h.scratch.db.query('SELECT 1 FROM pki_join_tokens WHERE id = $1', [id])).rowCount).toBe(0);
+    expect((await commitWith(write, 'marker-1')).status).toBe('committed');
+    const token = await h.pki.secrets(h.scratch.db).resolve(ref);
+    h.plaintexts.push(token, token.split('.')[1] ?? token);
+    expect(token.startsWith(`${id}.`)).toBe(true);
+    expect(await findPlaintext(h.scratch.db, [token.split('.')[1] ?? token])).toEqual([]);
+    expect((await join({ token })).nodeId).toMatch(/^node_/);
+  });
+
+  it('makes the whole commit stale when a tenant, site or node it names is unknown, and write() says which', async () => {
+    const before = [await count('pki_join_tokens'), await count('pki_secrets'), await count('tenants')];
+    const refusals = [
+      [{ ...base, secretTenantId: 'nobody' }, ['secretTenantId']],
+      [{ ...base, tenantId: 'nobody', secretTenantId: 'root' }, ['tenantId']],
+      [{ ...base, siteId: 'site_root', secretTenantId: 'root' }, ['siteId']],
+      [{ ...base, role: 'node', nodeId: 'node_nobody', secretTenantId: 'root' }, ['nodeId']],
+    ] as const;
+    for (const [input, path] of refusals) {
+      const { write } = h.pki.port(h.scratch.db).stageJoinTokenSecret!(input);
+      expect((await commitWith(write, 'marker-stale')).status).toBe('stale');
+      const error = await computeErrorOf(
+        h.scratch.db.transaction((tx) => write.write(tx)),
+        'NOT_FOUND',
+      );
+      expect(error.details.path).toEqual(path);
+    }
+    // Neither the caller's gate row nor the token nor the secret.
+    expect([await count('pki_join_tokens'), await count('pki_secrets'), await count('tenants')]).toEqual(before);
+  });
+
+  it('refuses bad input with INVALID_INPUT at its path before anything is written', () => {
+    const port = h.pki.port(h.scratch.db);
+    const error = (() => {
+      try {
+        port.stageJoinTokenSecret!({ tenantId: 'acme', role: 'node', ttlSeconds: 60, secretTenantId: 'root' });
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(isComputeError(error) && error.code === 'INVALID_INPUT' && error.details.path).toEqual(['nodeId']);
   });
 });
 

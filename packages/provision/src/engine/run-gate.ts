@@ -6,7 +6,7 @@ import {
   type NewCommand,
   type SqlExecutor,
 } from '@better-compute/core';
-import { type CommandStaging, type CommitChange, commit } from '@better-compute/core/kernel';
+import { type CommandStaging, type CommitChange, commit, type StagedWrite } from '@better-compute/core/kernel';
 
 // The states in which a step may still send: a control-plane step runs as `running`; an agent step awaiting its
 // node's rejoin is `waiting`.
@@ -53,8 +53,10 @@ async function holdSendingStep(tx: SqlExecutor, command: NewCommand): Promise<vo
 /**
  * Sends a command now: in one statement (the command staged, fenced by the worker's lease) when the queue can stage
  * it; else (a command policy applies, its key got taken meanwhile, its node is missing, a queue without staging)
- * through `enqueue` in a transaction, which is find-before-create and runs the policies. A refusal is thrown. Returns
- * the command when `enqueue` wrote or found it, undefined when the one statement wrote it (it is `pending`).
+ * through `enqueue` in a transaction, which is find-before-create and runs the policies. What goes `with` the send
+ * (a staged write, such as the join token a boot entry references) is written by the same statement or transaction,
+ * and only when the command is sent by it (not when `enqueue` finds it sent). A refusal is thrown. Returns the command
+ * when `enqueue` wrote or found it, undefined when the one statement wrote it (it is `pending`).
  *
  * @example
  * ```ts
@@ -64,14 +66,20 @@ async function holdSendingStep(tx: SqlExecutor, command: NewCommand): Promise<vo
 export async function sendCommand(
   ctx: Pick<ModuleContext, 'sql' | 'clock' | 'commands' | 'events' | 'work' | 'item' | 'lease'>,
   command: NewCommand,
+  with_?: StagedWrite,
 ): Promise<Command | undefined> {
   if ((ctx.commands as Partial<CommandStaging>).stage) {
-    const written = await commit(ctx, { changes: [sendGate(command)], command });
+    const written = await commit(ctx, { changes: [sendGate(command), ...(with_?.changes ?? [])], command });
     if (written.status === 'committed') return undefined;
     if (written.status === 'refused') throw written.error;
   }
   return ctx.sql.transaction(async (tx) => {
     await holdSendingStep(tx, command);
+    if (!with_) return ctx.commands.enqueue(tx, command);
+    // Written only with a command this transaction creates: a command already under the key had its own.
+    const found = await ctx.commands.findByKey(tx, command.nodeId, command.key);
+    if (found) return found;
+    await with_.write(tx);
     return ctx.commands.enqueue(tx, command);
   });
 }
@@ -94,7 +102,7 @@ export type GateFinish = 'requeued' | 'sent' | 'none' | { readonly refused: Comp
  * ```
  */
 export class RunGate {
-  #held: NewCommand | undefined;
+  #held: { command: NewCommand; with_: StagedWrite | undefined } | undefined;
   #writing: Promise<void> = Promise.resolve();
   #closed = false;
 
@@ -104,12 +112,12 @@ export class RunGate {
    * Holds `command` (already the step's own, checked) as the run's last send; false when it must be sent now. A send
    * held before it is written first (sends made at once, as `Promise.all` makes them, keep their order).
    */
-  async hold(command: NewCommand): Promise<boolean> {
+  async hold(command: NewCommand, with_?: StagedWrite): Promise<boolean> {
     // Only a queue that stages can put the send into one statement with the requeue.
     if (this.#closed || !(this.ctx.commands as Partial<CommandStaging>).stage) return false;
     // Synchronous from here on: two sends made at once must not both see nothing held.
     if (this.#held) this.#chain(this.#held);
-    this.#held = command;
+    this.#held = { command, with_ };
     return true;
   }
 
@@ -122,9 +130,9 @@ export class RunGate {
 
   // Queues a send's write after those before it. The chain is marked handled: a failed write is reported to whoever
   // waits on it (the run's next statement, `finish`), never as an unhandled rejection.
-  #chain(command: NewCommand): void {
+  #chain(held: { command: NewCommand; with_: StagedWrite | undefined }): void {
     const next = this.#writing.then(async () => {
-      await sendCommand(this.ctx, command);
+      await sendCommand(this.ctx, held.command, held.with_);
     });
     next.catch(() => undefined);
     this.#writing = next;
@@ -151,17 +159,19 @@ export class RunGate {
       // A database error here failed the run's own statement that waited on it; only a refusal changes the step.
       if (isComputeError(error)) refused = error;
     }
-    const command = this.#held;
+    const held = this.#held;
     this.close();
     if (refused) return { refused };
-    if (!command) return 'none';
+    if (!held) return 'none';
+    const { command, with_ } = held;
     try {
       if (requeueAt !== undefined) {
-        const written = await commit(this.ctx, { changes: [sendGate(command)], command, requeue: requeueAt });
+        const changes = [sendGate(command), ...(with_?.changes ?? [])] as const;
+        const written = await commit(this.ctx, { changes, command, requeue: requeueAt });
         if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
         if (written.status === 'refused') return { refused: written.error };
       }
-      await sendCommand(this.ctx, command);
+      await sendCommand(this.ctx, command, with_);
       return 'sent';
     } catch (error) {
       if (isComputeError(error)) return { refused: error };

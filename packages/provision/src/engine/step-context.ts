@@ -7,7 +7,7 @@ import {
   type NewCommand,
   type PkiPort,
 } from '@better-compute/core';
-import type { CommandStaging } from '@better-compute/core/kernel';
+import type { CommandStaging, StagedWrite } from '@better-compute/core/kernel';
 import type { StepContext, StepPreloads } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
@@ -64,7 +64,7 @@ function stepCommands(
     enqueue: async (tx, command) => commands.enqueue(tx, own(command)),
     // Staging checks the same and adds the same, so a send that commits by one statement is the enqueue it replaces.
     ...(stage ? { stage: async (command: NewCommand) => stage(own(command)) } : {}),
-    ...(gate ? { hold: async (command: NewCommand) => gate.hold(own(command)) } : {}),
+    ...(gate ? { hold: async (command: NewCommand, with_?: StagedWrite) => gate.hold(own(command), with_) } : {}),
     ...(preloaded ? { preloaded } : {}),
   };
 }
@@ -75,8 +75,11 @@ function stepCommands(
  */
 export type StepCommandQueue = CommandQueue &
   Partial<CommandStaging> & {
-    /** Holds `command` to be written by the run's next statement or its end; false when it must be sent now. */
-    hold?: (command: NewCommand) => Promise<boolean>;
+    /**
+     * Holds `command` (and what is written with it) to be written by the run's next statement or its end; false when
+     * it must be sent now.
+     */
+    hold?: (command: NewCommand, with_?: StagedWrite) => Promise<boolean>;
     /**
      * The command under the full `key` on `nodeId` as the claim read it (null: it read none), when the run's
      * preloads hold this attempt's commands and the run has not sent under that key since; else undefined.
@@ -98,10 +101,12 @@ function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
       ? { ...input, nodeId: node.id }
       : input;
   const sealed = pki.issueJoinTokenSecret?.bind(pki);
+  const staged = pki.stageJoinTokenSecret?.bind(pki);
   return {
     ...pki,
     issueJoinToken: (tx, input) => pki.issueJoinToken(tx, remembered(input)),
     ...(sealed ? { issueJoinTokenSecret: (tx, input) => sealed(tx, remembered(input)) } : {}),
+    ...(staged ? { stageJoinTokenSecret: (input) => staged(remembered(input)) } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
 import { type Command, ComputeError, type Json, type NewCommand } from '@better-compute/core';
-import { addMs, isCommandDue } from '@better-compute/core/kernel';
+import { addMs, isCommandDue, type StagedWrite } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
 import { sendCommand } from '../engine/run-gate';
@@ -32,6 +32,12 @@ export interface AwaitCommandInput {
    * A command found open past its `notAfter` is read again (and so expired) before it is judged.
    */
   found?: Command | null;
+  /**
+   * What is written with the command, by the statement (or transaction) that sends it, and only if this call sends
+   * it: a join token the payload references by its secret (`ctx.pki.stageJoinTokenSecret`), so that it exists
+   * exactly when the command does. Not written when the command is found already sent.
+   */
+  with?: StagedWrite;
 }
 
 /** A succeeded command as {@link awaitCommand} returns it: the agent's raw result bytes and its signed claim. */
@@ -55,10 +61,10 @@ function commandEnded(command: Command): ComputeError {
  * same statement) or by the run's next statement, when it can; else now (see `sendCommand`). Undefined when it is
  * held or one statement wrote it (it is `pending`).
  */
-async function send(ctx: StepContext, command: NewCommand): Promise<Command | undefined> {
+async function send(ctx: StepContext, command: NewCommand, with_?: StagedWrite): Promise<Command | undefined> {
   const queue = ctx.commands as StepCommandQueue;
-  if (queue.hold && (await queue.hold(command))) return undefined;
-  return sendCommand(ctx, command);
+  if (queue.hold && (await queue.hold(command, with_))) return undefined;
+  return sendCommand(ctx, command, with_);
 }
 
 /**
@@ -97,15 +103,19 @@ export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): 
   }
   if (!command) {
     const destructive = ctx.commandKinds.get(input.kind)?.definition.destructive === true;
-    command = await send(ctx, {
-      nodeId: input.nodeId,
-      kind: input.kind,
-      payload: input.payload,
-      key,
-      notAfter: addMs(ctx.clock.now(), timeoutMs),
-      ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
-      ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
-    });
+    command = await send(
+      ctx,
+      {
+        nodeId: input.nodeId,
+        kind: input.kind,
+        payload: input.payload,
+        key,
+        notAfter: addMs(ctx.clock.now(), timeoutMs),
+        ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
+        ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
+      },
+      input.with,
+    );
     if (!command) throw stepNotReady(pollMs);
   }
   if (OPEN.has(command.state)) throw stepNotReady(pollMs);

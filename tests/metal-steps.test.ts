@@ -585,6 +585,44 @@ describe('inspect.collect', () => {
     expect(rows[0]?.labels).toMatchObject({ rack: 'r12', owner: 'team-a', 'gpu.model': 'H100', 'gpu.count': '8' });
   });
 
+  it('writes the inventory by the statement that records the step succeeded, not one of its own', async () => {
+    await machine.connect();
+    machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
+    site.respond('driver.invoke', { outcome: 'succeed' });
+    recorded = [];
+    const wf = await run([
+      { use: 'inspect.collect', on: 'ramdisk' },
+      { use: 'power.setPower', on: 'site', with: { action: 'off' } },
+    ]);
+    const statements = recorded;
+    recorded = undefined;
+    expect(wf.steps.map((s) => s.state)).toEqual(['succeeded', 'succeeded']);
+    const writes = statements.filter((text) => /UPDATE nodes SET labels/.test(text));
+    expect(writes).toHaveLength(1);
+    expect(writes[0]).toMatch(/UPDATE workflows SET revision/);
+    expect(writes[0]).toMatch(/UPDATE workflow_steps s SET/);
+    const { rows } = await scratch.db.query<{ labels: Record<string, string> }>(
+      'SELECT labels FROM nodes WHERE id = $1',
+      [machineId],
+    );
+    expect(rows[0]?.labels).toMatchObject({ rack: 'r12', 'gpu.model': 'H100', nvswitch: 'true' });
+  });
+
+  it('decides the steps after it on the labels its inventory wrote, not the ones read before', async () => {
+    await machine.connect();
+    machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
+    site.respond('driver.invoke', { outcome: 'succeed' });
+    // Before the inspection the machine has no nvswitch label; its inventory has four.
+    const wf = await run([
+      { use: 'inspect.collect', on: 'ramdisk' },
+      { use: 'power.setPower', on: 'site', with: { action: 'off' }, when: 'nvswitch' },
+      { use: 'power.setPower', on: 'site', with: { action: 'on' }, when: '!nvswitch' },
+      { use: 'power.setPower', on: 'site', with: { action: 'cycle' }, when: 'gpu.model=H100' },
+    ]);
+    expect(wf.state).toBe('succeeded');
+    expect(wf.steps.map((s) => s.state)).toEqual(['succeeded', 'succeeded', 'skipped', 'succeeded']);
+  });
+
   it('a bad report fails INVALID_INPUT and writes nothing', async () => {
     await machine.connect();
     machine.respond('inspect.collect', {

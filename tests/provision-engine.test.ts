@@ -11,6 +11,7 @@ import { settleGuardScenarios } from './provision-engine/settle-guard';
 import { startScenarios } from './provision-engine/start';
 import { transitionScenarios } from './provision-engine/transitions';
 import { verbScenarios } from './provision-engine/verbs';
+import { labelsWrittenByARunScenarios, writeWithResultScenarios } from './provision-engine/write-with-result';
 import { BACKENDS } from './support/databases';
 import { useEngineLab } from './support/use-engine-lab';
 
@@ -29,4 +30,6 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ name, create }) => {
   settleGuardScenarios(getLab);
   preloadScenarios(getLab);
   ownRequeueScenarios(getLab);
+  writeWithResultScenarios(getLab);
+  labelsWrittenByARunScenarios(getLab);
 });

@@ -67,18 +67,18 @@ export interface LabRecord {
 }
 
 /**
- * A staged write for `lab.relay`'s send: counts itself in the node's `sent-with` label, and requires that the node has
- * no `refuse-with` label (`write` throws NOT_FOUND at `['nodeId']` then).
+ * A staged write (`lab.relay`'s send, `lab.writeWith`'s result): counts itself in the node's `counter` label, and
+ * requires that the node has no `refuse-with` label (`write` throws NOT_FOUND at `['nodeId']` then).
  */
-function sentWith(nodeId: string): StagedWrite {
+function countedWrite(nodeId: string, counter: 'sent-with' | 'result-with'): StagedWrite {
   const count = (node: string, guard: string) =>
-    `UPDATE nodes SET labels = labels || jsonb_build_object('sent-with', (COALESCE((labels->>'sent-with')::int, 0) + 1)::text)
+    `UPDATE nodes SET labels = labels || jsonb_build_object('${counter}', (COALESCE((labels->>'${counter}')::int, 0) + 1)::text)
      WHERE id = ${node} AND ${guard}`;
   const allowed = (node: string) => `EXISTS (SELECT 1 FROM nodes WHERE id = ${node} AND NOT labels ? 'refuse-with')`;
   return {
     changes: [
       {
-        name: 'lab_sent_with',
+        name: 'lab_counted',
         sql: ({ bind, guard }) => count(bind(nodeId), guard),
         requires: ({ bind }) => allowed(bind(nodeId)),
       },
@@ -158,6 +158,29 @@ export const labSteps = [
     async run(_input, ctx) {
       record('lab.duringRun', ctx);
       return ((await lab.duringRun?.(ctx.workflowId, ctx.attempt)) ?? null) as Json;
+    },
+  }),
+  defineStep({
+    id: 'lab.writeWith',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: manifest({
+      // Fails the run after it asked for the write.
+      fail: field.boolean().optional(),
+      // A run after the first clears the node's `refuse-with` label before it asks for the write.
+      clearRefusal: field.boolean().optional(),
+    }),
+    async run(input, ctx) {
+      record('lab.writeWith', ctx);
+      const runs = lab.runs.filter((r) => r.action === 'lab.writeWith' && r.workflowId === ctx.workflowId).length;
+      if (input.clearRefusal && runs > 1) {
+        await ctx.sql.query(`UPDATE nodes SET labels = labels - 'refuse-with' WHERE id = $1`, [ctx.node!.id]);
+      }
+      await lab.duringRun?.(ctx.workflowId, ctx.attempt);
+      ctx.writeWithResult?.(countedWrite(ctx.node!.id, 'result-with'));
+      if (input.fail) throw new ComputeError('DRIVER_ERROR', 'the write was asked for, then the run failed');
+      return { runs };
     },
   }),
   defineStep({
@@ -307,7 +330,7 @@ export const labSteps = [
         payload: {},
         ...(input.key ? { key: input.key } : {}),
         ...(input.pollMs !== undefined ? { pollMs: input.pollMs } : {}),
-        ...(input.withWrite ? { with: sentWith(ctx.node!.id) } : {}),
+        ...(input.withWrite ? { with: countedWrite(ctx.node!.id, 'sent-with') } : {}),
         targetNodeId: ctx.node!.id,
       });
       return { commandId: sent.commandId };

@@ -9,7 +9,7 @@ import {
   validateLabels,
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
-import { type CommandRow, commit, toCommand } from '@better-compute/core/kernel';
+import { type CommandRow, type CommitChange, commit, toCommand } from '@better-compute/core/kernel';
 import { awaitCommand, defineStep, type StepContext, stepCommandKey } from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
 import { preloadedMachine } from './machine-preload';
@@ -117,12 +117,64 @@ function preloadedNodeAndCommand(
 }
 
 /**
- * Writes the inventory (facts, the inspection's labels, known addresses, MACs) in one statement, fenced by the
- * worker's lease: it starts from the node as read (`first`: its labels, facts and row version, without a lock), the
- * write applies only if the row is still that version, and the node is read and written again otherwise (an
- * operator's `setLabels` meanwhile). Between the inventory's result and the next command that is one read (with the
- * command) and one write, where a transaction took seven (begin, lease check, locked read, four writes, commit).
- * Returns the labels written.
+ * The inventory's write from the node as read (`current`: its labels, facts and row version, without a lock): the
+ * node's facts and labels (the inspection's replaced, the operator's kept), the machine's known addresses and MACs.
+ * The write applies only while the node's row is still that version: `requires` (held by the gate of whatever commit
+ * carries it) locks the row at that version, so the commit writes nothing, not even the rest, if anyone wrote the node
+ * meanwhile (an operator's `setLabels`). Returns the changes and the labels they write.
+ */
+function inventoryChanges(
+  ctx: StepContext,
+  nodeId: string,
+  current: NodeVersion,
+  inventory: Inventory,
+  addresses: string[],
+): { changes: [CommitChange, ...CommitChange[]]; labels: Labels } {
+  const kept = Object.fromEntries(
+    Object.entries(current.labels ?? {}).filter(([key]) => !(INVENTORY_LABEL_KEYS as readonly string[]).includes(key)),
+  );
+  const labels = validateLabels({ ...kept, ...inventoryLabels(inventory) }, ['labels'], 'INVALID_INPUT');
+  const now = ctx.clock.now();
+  const facts = { ...(current.facts ?? {}), inventory, inspectedAt: now.toISOString() };
+  const issue = checkJson(facts, ['facts']);
+  if (issue) refuse(`${issue.path.join('.')}: ${issue.message}`, issue.path);
+  const changes: [CommitChange, ...CommitChange[]] = [
+    {
+      name: 'inventory_node',
+      sql: ({ bind, guard }) =>
+        `UPDATE nodes SET labels = ${bind(JSON.stringify(labels))}::jsonb, facts = ${bind(JSON.stringify(facts))}::jsonb,
+           updated_at = ${bind(now)}
+         WHERE id = ${bind(nodeId)} AND ${guard}
+         RETURNING id`,
+      requires: ({ bind }) =>
+        `EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(nodeId)} AND xmin::text = ${bind(current.version)} FOR UPDATE)`,
+    },
+    {
+      name: 'inventory_addresses',
+      sql: ({ bind, guard }) =>
+        `UPDATE metal_machines SET addresses = (
+           SELECT COALESCE(array_agg(DISTINCT a ORDER BY a), '{}'::text[])
+           FROM unnest(addresses || ${bind(addresses)}::text[]) AS a), updated_at = ${bind(now)}
+         WHERE node_id = ${bind(nodeId)} AND ${guard}`,
+    },
+    {
+      name: 'inventory_macs',
+      sql: ({ bind, guard }) =>
+        `INSERT INTO metal_macs (mac, node_id) SELECT m, ${bind(nodeId)} FROM unnest(${bind(inventory.macs)}::text[]) AS m
+         WHERE ${guard} ON CONFLICT (mac) DO NOTHING`,
+    },
+  ];
+  return { changes, labels };
+}
+
+function nodeMissing(nodeId: string): ComputeError {
+  return new ComputeError('NOT_FOUND', `node ${nodeId} not found`, { details: { path: ['nodeId'] } });
+}
+
+/**
+ * Writes the inventory (see {@link inventoryChanges}) by one statement of its own, fenced by the worker's lease,
+ * reading the node again and writing again when it changed meanwhile (CONFLICT after {@link RECORD_TRIES}). Returns the
+ * labels written.
  */
 async function recordInventory(
   ctx: StepContext,
@@ -131,60 +183,51 @@ async function recordInventory(
   inventory: Inventory,
   addresses: string[],
 ): Promise<Labels> {
-  const found = inventoryLabels(inventory);
   let current = first;
   for (let tries = 1; ; tries += 1) {
-    if (!current) throw new ComputeError('NOT_FOUND', `node ${nodeId} not found`, { details: { path: ['nodeId'] } });
-    const kept = Object.fromEntries(
-      Object.entries(current.labels ?? {}).filter(
-        ([key]) => !(INVENTORY_LABEL_KEYS as readonly string[]).includes(key),
-      ),
-    );
-    const labels = validateLabels({ ...kept, ...found }, ['labels'], 'INVALID_INPUT');
-    const now = ctx.clock.now();
-    const facts = { ...(current.facts ?? {}), inventory, inspectedAt: now.toISOString() };
-    const issue = checkJson(facts, ['facts']);
-    if (issue) refuse(`${issue.path.join('.')}: ${issue.message}`, issue.path);
-    const version = current.version;
-    const written = await commit(ctx, {
-      changes: [
-        {
-          name: 'inventory_node',
-          sql: ({ bind, guard }) =>
-            `UPDATE nodes SET labels = ${bind(JSON.stringify(labels))}::jsonb, facts = ${bind(JSON.stringify(facts))}::jsonb,
-               updated_at = ${bind(now)}
-             WHERE id = ${bind(nodeId)} AND xmin::text = ${bind(version)} AND ${guard}
-             RETURNING id`,
-        },
-        {
-          name: 'inventory_addresses',
-          sql: ({ bind, guard }) =>
-            `UPDATE metal_machines SET addresses = (
-               SELECT COALESCE(array_agg(DISTINCT a ORDER BY a), '{}'::text[])
-               FROM unnest(addresses || ${bind(addresses)}::text[]) AS a), updated_at = ${bind(now)}
-             WHERE node_id = ${bind(nodeId)} AND ${guard}`,
-        },
-        {
-          name: 'inventory_macs',
-          sql: ({ bind, guard }) =>
-            `INSERT INTO metal_macs (mac, node_id) SELECT m, ${bind(nodeId)} FROM unnest(${bind(inventory.macs)}::text[]) AS m
-             WHERE ${guard} ON CONFLICT (mac) DO NOTHING`,
-        },
-      ],
-    });
+    if (!current) throw nodeMissing(nodeId);
+    const { changes, labels } = inventoryChanges(ctx, nodeId, current, inventory, addresses);
+    const written = await commit(ctx, { changes });
     if (written.status === 'committed') return labels;
     if (tries >= RECORD_TRIES) {
       throw new ComputeError(
         'CONFLICT',
         `inspect.collect: node ${nodeId} kept changing while its inventory was written`,
-        {
-          details: { path: ['nodeId'] },
-        },
+        { details: { path: ['nodeId'] } },
       );
     }
     // The row's version with what it holds: any write to the node since then makes the guarded update stale.
     current = await readNodeVersion(ctx, nodeId);
   }
+}
+
+/**
+ * The inventory written with the step's result (`ctx.writeWithResult`): by the engine's statement that records the
+ * step succeeded and starts what follows, so the report's result is followed by one statement fewer. When the node
+ * changed since it was read, that statement writes nothing and the step runs again, reading it anew; `write(tx)` (for
+ * a caller that cannot take changes) writes it alone, CONFLICT when the node changed. Returns the labels it writes.
+ */
+function inventoryWithResult(
+  ctx: StepContext & Required<Pick<StepContext, 'writeWithResult'>>,
+  nodeId: string,
+  current: NodeVersion | undefined,
+  inventory: Inventory,
+  addresses: string[],
+): Labels {
+  if (!current) throw nodeMissing(nodeId);
+  const { changes, labels } = inventoryChanges(ctx, nodeId, current, inventory, addresses);
+  ctx.writeWithResult({
+    changes,
+    async write(tx) {
+      const written = await commit({ ...ctx, sql: tx }, { changes }, tx);
+      if (written.status !== 'committed') {
+        throw new ComputeError('CONFLICT', `inspect.collect: node ${nodeId} changed while its inventory was written`, {
+          details: { path: ['nodeId'] },
+        });
+      }
+    },
+  });
+  return labels;
 }
 
 /**
@@ -228,7 +271,9 @@ export const inspectCollect = defineStep({
     // The node as read with the command, unless the command was still open then (awaitCommand read it again, as
     // due): then the node is read again too, so the write starts from a version no older than the command's result.
     const first = read.command?.state === 'succeeded' && read.node ? read.node : await readNodeVersion(ctx, node.id);
-    const labels = await recordInventory(ctx, node.id, first, inventory, addresses);
+    const labels = ctx.writeWithResult
+      ? inventoryWithResult({ ...ctx, writeWithResult: ctx.writeWithResult }, node.id, first, inventory, addresses)
+      : await recordInventory(ctx, node.id, first, inventory, addresses);
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };
   },
 });

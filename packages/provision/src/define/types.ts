@@ -6,6 +6,7 @@ import {
   type ModuleContext,
   type SqlExecutor,
 } from '@better-compute/core';
+import type { StagedWrite } from '@better-compute/core/kernel';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 
 /** Where a step runs: in the control plane, or as a command to the site agent, the node's `bcd` or its ramdisk. */
@@ -86,6 +87,19 @@ export interface StepContext extends ModuleContext {
    * that finds here what it would read saves the round trip. Absent when the run was not claimed with a preload.
    */
   readonly preloads?: StepPreloads;
+  /**
+   * Writes `write` with the step's result: by the statement that records this run succeeded (and starts what comes
+   * next), all or nothing with it. Nothing is written when the run does not succeed, or when the step is no longer
+   * running this attempt (aborted meanwhile); when the write's `requires` fail (what it read changed), the step runs
+   * again. A run that writes what its result says (an inventory as the node's facts) saves a statement of its own.
+   * Present in the runs of control-plane steps.
+   *
+   * @example
+   * ```ts
+   * ctx.writeWithResult?.({ changes: [{ name: 'acme_seen', sql: ({ bind, guard }) => `UPDATE plg_acme SET seen = true WHERE id = ${bind(id)} AND ${guard}` }], write: (tx) => markSeen(tx, id) });
+   * ```
+   */
+  writeWithResult?(write: StagedWrite): void;
 }
 
 /**

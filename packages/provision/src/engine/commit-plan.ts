@@ -151,6 +151,8 @@ export async function commitPlan(
   const { tx } = options;
   const changes: [CommitChange, ...CommitChange[]] = [workflowChange(plan, now, options.guard)];
   if (plan.steps.size > 0) changes.push(stepsChange(plan, now));
+  // A run's writes with its result go with its settle: their requires hold the plan's gate.
+  for (const write of plan.with ?? []) changes.push(...write.changes);
   const result = await commit<{ revision: number }>(
     ctx,
     {

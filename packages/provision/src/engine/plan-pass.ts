@@ -41,6 +41,11 @@ export type Planned =
       next: LoadedWorkflow;
       before: { plan: Plan; state: LoadedWorkflow };
       transitions: number;
+      /**
+       * The plan writes a run's writes with its result and stops before a transition that would decide on what they
+       * may have changed (a `when` on the node's labels) or need a transaction: the pass reads the workflow again.
+       */
+      reread?: true;
     }
   /** The next transition needs a transaction; `plan` is what comes before it, leaving `state`. */
   | { kind: 'needs-transaction'; plan: Plan; state: LoadedWorkflow; transitions: number };
@@ -65,15 +70,23 @@ export async function planPass(
   let acc = emptyPlan(snapshot.workflow);
   let state = snapshot;
   const settled = run ? settleRun(snapshot, run, now) : undefined;
+  // What the run writes with its result (node labels among it, perhaps): what follows must not decide on the snapshot's.
+  const withResult = settled && run?.outcome.kind === 'succeeded' ? run.outcome.with : undefined;
   if (settled) {
-    acc = settled.plan();
+    acc = withResult ? { ...settled.plan(), with: withResult } : settled.plan();
     state = settled.snapshot();
   }
   let transitions = 0;
   while (transitions < budget) {
     transitions += 1;
     const t = await advanceWorkflow(env, state, {}, now);
-    if ('needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands)) {
+    const needs = 'needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands);
+    if (withResult && (needs || t.plan.readsLabels)) {
+      const before = { plan: acc, state };
+      const decision = { kind: 'continue' } as const;
+      return { kind: 'decided', decision, plan: acc, next: state, before, transitions: transitions - 1, reread: true };
+    }
+    if (needs) {
       return { kind: 'needs-transaction', plan: acc, state, transitions: transitions - 1 };
     }
     const merged = mergePlans(acc, t.plan);
@@ -120,7 +133,9 @@ async function transitionInTransaction(
         continue;
       }
       if (isEmptyPlan(t.plan)) return { decision: t.decision, next: t.next };
-      const written = await commitPlan(env, t.plan, now, { tx });
+      // The row is locked, but the node's labels are not: a `when` decided here on the snapshot's labels (a step's
+      // run may have written them since the pass read them) is checked like a plan's without a transaction.
+      const written = await commitPlan(env, t.plan, now, { tx, guard: { revision: current.workflow.revision } });
       if (written.status === 'refused') {
         known = { ...known, sendRefused: written.error };
         continue;
@@ -135,7 +150,15 @@ async function transitionInTransaction(
 
 /** What writing a pass's plan came to: the decision and the snapshot after it, or stale (nothing written). */
 export type PassWrite =
-  | { kind: 'written'; decision: Decision; next: LoadedWorkflow; requeueWritten: boolean; transitions: number }
+  | {
+      kind: 'written';
+      decision: Decision;
+      next: LoadedWorkflow;
+      requeueWritten: boolean;
+      transitions: number;
+      /** The pass must read the workflow again before it plans on (see `Planned`'s `reread`). */
+      reread?: true;
+    }
   | { kind: 'stale'; stageCommands: boolean };
 
 /**
@@ -175,7 +198,16 @@ export async function writePass(
     if (written.status === 'committed') {
       next.workflow.revision = written.revision;
       const { transitions } = planned;
-      return { kind: 'written', decision, next, requeueWritten: written.requeued, transitions, stageCommands };
+      const reread = planned.reread ? { reread: true as const } : {};
+      return {
+        kind: 'written',
+        decision,
+        next,
+        requeueWritten: written.requeued,
+        transitions,
+        stageCommands,
+        ...reread,
+      };
     }
     // The command could not be written by one statement (policies, its key taken, refused): nothing was written;
     // what came before it is written in a transaction, and the command sent there.

@@ -1,5 +1,5 @@
 import type { Command, ComputeError, Json, Labels, NewCommand, NewEvent } from '@better-compute/core';
-import type { ConnectedSiteAgent } from '@better-compute/core/kernel';
+import type { ConnectedSiteAgent, StagedWrite } from '@better-compute/core/kernel';
 import type { HostSection } from '../config-units/types';
 import type { WorkflowEventType } from './events';
 import { workflowEvent } from './events';
@@ -42,6 +42,8 @@ export interface Plan {
   readonly owner?: { readonly kind: string; readonly key: string };
   /** The NodeSpec `host` section to set (and the node's generation to bump). */
   readonly hostConfig?: { readonly nodeId: string; readonly host: HostSection };
+  /** What a settled run asked to write with its result (`ctx.writeWithResult`), written by the plan's statement. */
+  readonly with?: readonly StagedWrite[];
 }
 
 /** A command a plan cancels if it is still open, or every open command a step of the workflow sent. */
@@ -202,6 +204,7 @@ export function mergePlans(first: Plan, next: Plan): Plan {
   const command = next.command ?? first.command;
   const owner = next.owner ?? first.owner;
   const hostConfig = next.hostConfig ?? first.hostConfig;
+  const withWrites = [...(first.with ?? []), ...(next.with ?? [])];
   return {
     workflow: next.workflow,
     workflowChanged: first.workflowChanged || next.workflowChanged,
@@ -212,6 +215,7 @@ export function mergePlans(first: Plan, next: Plan): Plan {
     ...(command ? { command } : {}),
     ...(owner ? { owner } : {}),
     ...(hostConfig ? { hostConfig } : {}),
+    ...(withWrites.length > 0 ? { with: withWrites } : {}),
   };
 }
 
@@ -231,6 +235,7 @@ export function isEmptyPlan(plan: Plan): boolean {
     !plan.command &&
     plan.cancels.length === 0 &&
     !plan.owner &&
-    !plan.hostConfig
+    !plan.hostConfig &&
+    !plan.with?.length
   );
 }

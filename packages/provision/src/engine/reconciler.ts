@@ -138,12 +138,14 @@ export function workflowReconciler(
       if (written.kind === 'stale') {
         // Stale: something changed the workflow (a verb, the node's labels) since it was read. An ended run is
         // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
-        // pass's budget, so a workflow changed without pause cannot hold the worker.
+        // pass's budget, so a workflow changed without pause cannot hold the worker. A run that writes with its
+        // result is run again instead: what it wrote from may be what changed (its writes' requires failed).
         snapshot = undefined;
+        if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
         transitions += 1;
         continue;
       }
-      snapshot = written.next;
+      snapshot = written.reread ? undefined : written.next;
       run = undefined;
       transitions += Math.max(1, written.transitions);
       const { decision, requeueWritten } = written;
@@ -155,8 +157,8 @@ export function workflowReconciler(
         // The looks while the command stays open are the claim's (see commandParkSql): no pass until it settles, the
         // workflow changes, the item is woken, or the step's deadline comes.
         const on = {
-          workflowId: snapshot.workflow.id,
-          revision: snapshot.workflow.revision,
+          workflowId: written.next.workflow.id,
+          revision: written.next.workflow.revision,
           commandId: decision.command.id,
         };
         return { ...result, park: { on, everyMs: ENGINE_DEFAULTS.workflowPollMs, until: decision.command.deadline } };

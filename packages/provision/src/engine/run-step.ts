@@ -8,6 +8,7 @@ import {
   validateInput,
 } from '@better-compute/core';
 import { checkJson } from '@better-compute/core/checks';
+import type { StagedWrite } from '@better-compute/core/kernel';
 import type { StepPreloads } from '../define/types';
 import { stepDeadlines } from './deadline-watch';
 import type { RunRequest } from './decision';
@@ -19,7 +20,8 @@ import type { StepError } from './workflow-rows';
 
 /** How one run of a control-plane step ended. */
 export type RunOutcome =
-  | { kind: 'succeeded'; result: Json }
+  /** `with`: what the run asked to write with its result (`ctx.writeWithResult`), in order. */
+  | { kind: 'succeeded'; result: Json; with?: readonly StagedWrite[] }
   | { kind: 'not-ready'; ms: number }
   | { kind: 'failed'; error: StepError }
   /** The worker began to stop while the step ran: nothing is settled, and the next owner runs it again. */
@@ -124,7 +126,8 @@ export async function runControlPlaneStep(
   aborted.catch(() => undefined);
   try {
     const input = await validateInput(definition.input, request.spec.with ?? {}, ['with']);
-    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, gate, preloads);
+    const withResult: StagedWrite[] = [];
+    const stepCtx = buildStepContext(ctx, request, definition.sends, signal, gate, preloads, withResult);
     const value = (await Promise.race([definition.run(input, stepCtx), aborted])) ?? null;
     const problem = checkJson(value, ['result']);
     if (problem) {
@@ -133,7 +136,7 @@ export async function runControlPlaneStep(
         error: { code: 'INTERNAL', message: `the step returned a non-JSON result: ${problem.message}` },
       };
     }
-    return { kind: 'succeeded', result: value as Json };
+    return { kind: 'succeeded', result: value as Json, ...(withResult.length > 0 ? { with: withResult } : {}) };
   } catch (error) {
     if (isStepNotReady(error)) return { kind: 'not-ready', ms: error.ms };
     if (stopping?.aborted) return { kind: 'abandoned' };

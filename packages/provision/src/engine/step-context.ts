@@ -125,6 +125,7 @@ export function buildStepContext(
   signal: AbortSignal,
   gate?: RunGate,
   preloads?: StepPreloads,
+  withResult?: StagedWrite[],
 ): StepContext {
   // The reconciler's own preload (the workflow as the claim read it) is not the step's.
   const { preloaded: _workflow, ...moduleCtx } = ctx;
@@ -146,5 +147,6 @@ export function buildStepContext(
     ...(request.node ? { node: request.node } : {}),
     ...(sends ? { sends } : {}),
     ...(preloads ? { preloads } : {}),
+    ...(withResult ? { writeWithResult: (write: StagedWrite) => void withResult.push(write) } : {}),
   };
 }

@@ -232,7 +232,8 @@ function inventoryWithResult(
 
 /**
  * `inspect.collect`: asks the ramdisk for the machine's hardware inventory (one `inspect.collect` command to the
- * machine, key `:inventory`) and records it, in one statement: the inventory becomes the node's `facts.inventory`
+ * machine, key `:inventory`) and records it with its result (the engine's statement that settles the step writes it,
+ * see {@link inventoryWithResult}): the inventory becomes the node's `facts.inventory`
  * (with `facts.inspectedAt`); its labels (`gpu.model`, `gpu.count`, `mig.capable`, `nvswitch`, `ib.ports`,
  * `cpu.model`, `cpu.cores`, `memory.gib`, `disk.count`) replace the inspection's labels of before while every other
  * label (the operator's) stays; the addresses it reports join the machine's known addresses, and its MACs the

@@ -31,7 +31,15 @@ export {
 export { checkMachineUrl, type MachineAddresses, type MachineUrl } from './http-via-site/machine-url';
 export { checkInventory, type Inventory, inventoryLabels, inventorySchema } from './inventory/inventory';
 export * from './lifecycle';
-export { applyMove, type MoveContext, type MoveExtras, moveEventType, type PhaseProfiles } from './machines/apply-move';
+export {
+  applyMove,
+  type MoveContext,
+  type MoveExtras,
+  moveEventType,
+  moveWrite,
+  type PhaseProfiles,
+  startOfMove,
+} from './machines/apply-move';
 export {
   type DeployRequest,
   type MachineError,
@@ -47,7 +55,7 @@ export {
   type MachineAwaiting,
   readHeldWorkflow,
 } from './machines/quorum';
-export { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
+export { METAL_WORK_KIND, metalMachineReadSql, metalReconciler } from './machines/reconciler';
 export { type MetalModule, type MetalOptions, metal } from './metal-module';
 export { metalMigrationsFolder } from './migrations-folder';
 export * from './profiles';

@@ -7,7 +7,7 @@ import { driverTargetsOf, type Profile, type Step, workflowPreloadsOf } from './
 import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
-import { type Engine, startWorkflow } from './engine/start-workflow';
+import { type Engine, stageStartWorkflow, startWorkflow } from './engine/start-workflow';
 import { abortWorkflow, resumeWorkflow } from './engine/verbs';
 import { type ImageCatalog, imageCatalog } from './images/catalog';
 import { provisionMigrationsFolder } from './migrations-folder';
@@ -67,6 +67,7 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
   const kernel: { clock?: Clock } = {};
   const workflows = (ctx: Parameters<NonNullable<ComputeModule['workflows']>>[0]): WorkflowsPort => ({
     start: (tx, input) => startWorkflow(tx, ctx, engine, input),
+    stageStart: (sql, input) => stageStartWorkflow(sql, ctx, engine, input),
     // The verb in the caller's transaction: its own transaction becomes a savepoint there.
     abort: async (tx, input) => {
       const reason = input.reason === undefined ? {} : { reason: input.reason };

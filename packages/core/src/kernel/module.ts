@@ -1,7 +1,8 @@
 import type { ApiGroup } from '../api/types';
 import type { Clock } from '../clock';
 import type { CommandKindDefinition, CommandKindRegistry, CommandPolicy, CommandQueue } from '../commands/types';
-import type { EventBus } from '../events/types';
+import type { CommitChange } from '../commit/commit';
+import type { EventBus, NewEvent } from '../events/types';
 import type { MigrationSource } from '../migrations';
 import type { AttestationPort } from '../ports/attestation';
 import type { PkiPort } from '../ports/pki';
@@ -9,7 +10,7 @@ import type { QuorumPort } from '../ports/quorum';
 import type { SecretBroker } from '../ports/secrets';
 import type { SqlExecutor } from '../sql/executor';
 import type { ShardLease } from '../work/fenced-executor';
-import type { Reconciler, WorkQueue } from '../work/types';
+import type { Reconciler, WorkQueue, WorkRequest } from '../work/types';
 
 import type { FindingsProvider } from './findings';
 import type { Logger } from './logger';
@@ -46,6 +47,24 @@ export interface StartWorkflowInput {
 }
 
 /**
+ * A workflow start for the caller's commit: `changes` (the workflow's insert first: it returns the workflow's id,
+ * and its `requires` hold the caller's gate), `events` (`workflow.created`) and `wake` (its reconciler), all written by
+ * the caller's statement with what it writes besides, or none of them.
+ *
+ * @example
+ * ```ts
+ * const staged = await ctx.workflows!.stageStart!(ctx.sql, { tenantId, profileId: 'metal.inspect', nodeId, owner: 'metal' });
+ * if (staged) await commit(ctx, { changes: [...staged.changes, ...mine], events: staged.events, wake: staged.wake });
+ * ```
+ */
+export interface StagedStart {
+  readonly id: string;
+  readonly changes: readonly [CommitChange, ...CommitChange[]];
+  readonly events: readonly NewEvent[];
+  readonly wake: WorkRequest;
+}
+
+/**
  * The workflows port (`ctx.workflows`), provided by the provision module. The kernel only carries it.
  *
  * @example
@@ -55,6 +74,15 @@ export interface StartWorkflowInput {
  */
 export interface WorkflowsPort {
   start(tx: SqlExecutor, input: StartWorkflowInput): Promise<{ id: string }>;
+  /**
+   * A start prepared for the caller's own commit (see {@link StagedStart}), so that starting a workflow and what the
+   * caller writes with it (metal's lifecycle move) are one statement: a shipped profile costs no read. Undefined when
+   * the start cannot be staged (`batchFor`, a stored profile never used before): then `start` in a transaction. The
+   * caller's commit finds it `stale` when the workflow cannot be written (the node gone, a workflow active on it, a
+   * stored profile shadowing the shipped one); `start` then says why. Bad input, an unknown profile or one that does not
+   * resolve throw as `start` does. Optional.
+   */
+  stageStart?(sql: SqlExecutor, input: StartWorkflowInput): Promise<StagedStart | undefined>;
   /**
    * Aborts a workflow in the caller's transaction, as the `workflows.abort` verb does: pending steps and the command in
    * flight are cancelled, its cleanup runs and it ends `cancelled` (its owner is queued then). Aborting twice does

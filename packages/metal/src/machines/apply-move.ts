@@ -1,5 +1,11 @@
-import { ComputeError, type ModuleContext, type SqlExecutor } from '@better-compute/core';
-import { type CommitChangeInput, commit } from '@better-compute/core/kernel';
+import {
+  ComputeError,
+  type ModuleContext,
+  type NewEvent,
+  type SqlExecutor,
+  type StartWorkflowInput,
+} from '@better-compute/core';
+import { type CommitChange, type CommitChangeInput, commit } from '@better-compute/core/kernel';
 import type { LifecycleMove } from '../lifecycle/decide';
 import { isPhaseState, type PhaseState } from '../lifecycle/states';
 import type { DeployRequest, MachineError } from './machine-rows';
@@ -84,97 +90,135 @@ export async function applyMove(
   extras: MoveExtras = {},
 ): Promise<MoveOutcome> {
   const now = ctx.clock.now();
-  const deployRequest = extras.deployRequest ?? machine.deployRequest;
   let workflowId: string | null = null;
   // The workflow first: a start it refuses (a profile that does not resolve, another active workflow) has written
   // nothing yet, so the caller can fail the machine in the same transaction without a savepoint.
-  if (move.startsWorkflow && isPhaseState(move.to)) {
+  const start = startOfMove(profiles, machine, move, extras);
+  if (start) {
     const workflows = requireWorkflows(ctx);
-    let profile: { profileId: string; profileVersion?: number };
-    if (move.to === 'deploying') {
-      if (!deployRequest) {
-        throw new ComputeError('INVALID_STATE', `machine ${machine.nodeId} has no deploy request to run`, {
-          details: { reason: 'illegal-move', state: move.to, verb: 'deploy' },
-        });
-      }
-      profile = {
-        profileId: deployRequest.profileId,
-        ...(deployRequest.profileVersion === undefined ? {} : { profileVersion: deployRequest.profileVersion }),
-      };
-    } else {
-      profile = { profileId: profiles[move.to] };
-    }
     // With approvers configured, the workflow's destructive kinds become its batch and it waits for the approvals.
     const batch = batchFor(tx, ctx, machine);
-    ({ id: workflowId } = await workflows.start(tx, {
-      tenantId: machine.tenantId,
-      nodeId: machine.nodeId,
-      owner: 'metal',
-      ...profile,
-      ...(batch ? { batchFor: batch } : {}),
-    }));
+    ({ id: workflowId } = await workflows.start(tx, { ...start, ...(batch ? { batchFor: batch } : {}) }));
   }
+  const write = moveWrite(machine, move, extras, workflowId, now);
+  // The node's provision state, metal's columns and the event in one statement.
+  const written = await commit({ ...ctx, sql: tx }, { changes: write.changes, events: [write.event] }, tx);
+  if (written.status !== 'committed') {
+    throw new ComputeError('NOT_FOUND', `node ${machine.nodeId} not found`, { details: { path: ['nodeId'] } });
+  }
+  return { workflowId, ...(write.forgottenUserDataRef ? { forgottenUserDataRef: write.forgottenUserDataRef } : {}) };
+}
+
+/**
+ * What starting a move's workflow takes (`owner: 'metal'`, the phase's profile, or for `deploying` the deploy
+ * request's), or undefined for a move that starts none. INVALID_STATE for a deploy without a request.
+ *
+ * @example
+ * ```ts
+ * const start = startOfMove(profiles, machine, move); // { tenantId, nodeId, owner: 'metal', profileId: 'metal.inspect' }
+ * ```
+ */
+export function startOfMove(
+  profiles: PhaseProfiles,
+  machine: MovingMachine,
+  move: LifecycleMove,
+  extras: MoveExtras = {},
+): StartWorkflowInput | undefined {
+  if (!move.startsWorkflow || !isPhaseState(move.to)) return undefined;
+  const base = { tenantId: machine.tenantId, nodeId: machine.nodeId, owner: 'metal' };
+  if (move.to !== 'deploying') return { ...base, profileId: profiles[move.to] };
+  const deployRequest = extras.deployRequest ?? machine.deployRequest;
+  if (!deployRequest) {
+    throw new ComputeError('INVALID_STATE', `machine ${machine.nodeId} has no deploy request to run`, {
+      details: { reason: 'illegal-move', state: move.to, verb: 'deploy' },
+    });
+  }
+  return {
+    ...base,
+    profileId: deployRequest.profileId,
+    ...(deployRequest.profileVersion === undefined ? {} : { profileVersion: deployRequest.profileVersion }),
+  };
+}
+
+/**
+ * A move's own writes, for a commit: the node's `provision_state` (`moved_node`, returning its id: a gate), metal's
+ * columns (phase, enrolling, hold, workflow, last error, deploy request; `moved_machine`), a retired machine's MACs
+ * let go, and the event `metal.node.<state>`. With `version` the move requires that the machine's row is still at that
+ * version (its `xmin` as text, as a lock-free read saw it) and locks it: the commit writes nothing otherwise. Also the
+ * user data secret the move lets go (see {@link MoveOutcome}).
+ *
+ * @example
+ * ```ts
+ * const write = moveWrite(machine, move, {}, workflowId, now, { version });
+ * await commit(ctx, { changes: write.changes, events: [write.event] });
+ * ```
+ */
+export function moveWrite(
+  machine: MovingMachine,
+  move: LifecycleMove,
+  extras: MoveExtras,
+  workflowId: string | null,
+  now: Date,
+  options: { version?: string } = {},
+): { changes: [CommitChange, ...CommitChange[]]; event: NewEvent; forgottenUserDataRef?: string } {
+  const deployRequest = extras.deployRequest ?? machine.deployRequest;
   const phase = move.to === 'failed' ? (move.failedFrom ?? null) : isPhaseState(move.to) ? move.to : null;
   // A deploy request lives until the machine is available again (a failed deploy's recover runs it again).
   const keptRequest = move.to === 'available' || move.to === 'retired' ? null : deployRequest;
   const retired = move.to === 'retired';
-  // The node's provision state, metal's columns and the event in one statement.
-  const written = await commit(
-    { ...ctx, sql: tx },
+  const { version } = options;
+  const changes: [CommitChange, ...CommitChange[]] = [
     {
-      changes: [
-        {
-          name: 'moved_node',
-          sql: ({ bind, guard }) =>
-            `UPDATE nodes SET provision_state = ${bind(move.to)}, updated_at = ${bind(now)}
-             WHERE id = ${bind(machine.nodeId)} AND ${guard} RETURNING id`,
-        },
-        {
-          name: 'moved_machine',
-          sql: ({ bind, guard }) =>
-            `UPDATE metal_machines SET phase = ${bind(phase)}::text, enrolling = ${bind(move.enrolling)},
-               hold_after = ${bind(move.holdAfter ?? null)}::text, held = ${bind(move.held)},
-               workflow_id = ${bind(workflowId)}::text,
-               last_error = ${bind(move.to === 'failed' && extras.lastError ? JSON.stringify(extras.lastError) : null)}::jsonb,
-               deploy_request = ${bind(keptRequest ? JSON.stringify(keptRequest) : null)}::jsonb,
-               updated_at = ${bind(now)}::timestamptz${retired ? `, retired_at = ${bind(now)}::timestamptz` : ''}
-             WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
-        },
-        // A retired machine's MACs and BMC address may be enrolled again (the same hardware, or a NIC moved to
-        // another machine): its MACs go, and retired_at takes it out of the site's unique BMC addresses.
-        ...(retired
-          ? [
-              {
-                name: 'retired_macs',
-                sql: ({ bind, guard }: CommitChangeInput) =>
-                  `DELETE FROM metal_macs WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
-              },
-            ]
-          : []),
-      ],
-      events: [
-        {
-          tenantId: machine.tenantId,
-          subject: `node/${machine.nodeId}`,
-          type: moveEventType(move),
-          data: {
-            nodeId: machine.nodeId,
-            from: move.from ?? null,
-            to: move.to,
-            held: move.held,
-            workflowId,
-            ...(move.to === 'failed' && extras.lastError ? { error: { ...extras.lastError } } : {}),
-          },
-        },
-      ],
+      name: 'moved_node',
+      sql: ({ bind, guard }) =>
+        `UPDATE nodes SET provision_state = ${bind(move.to)}, updated_at = ${bind(now)}
+         WHERE id = ${bind(machine.nodeId)} AND ${guard} RETURNING id`,
     },
-    tx,
-  );
-  if (written.status !== 'committed') {
-    throw new ComputeError('NOT_FOUND', `node ${machine.nodeId} not found`, { details: { path: ['nodeId'] } });
-  }
+    {
+      name: 'moved_machine',
+      sql: ({ bind, guard }) =>
+        `UPDATE metal_machines SET phase = ${bind(phase)}::text, enrolling = ${bind(move.enrolling)},
+           hold_after = ${bind(move.holdAfter ?? null)}::text, held = ${bind(move.held)},
+           workflow_id = ${bind(workflowId)}::text,
+           last_error = ${bind(move.to === 'failed' && extras.lastError ? JSON.stringify(extras.lastError) : null)}::jsonb,
+           deploy_request = ${bind(keptRequest ? JSON.stringify(keptRequest) : null)}::jsonb,
+           updated_at = ${bind(now)}::timestamptz${retired ? `, retired_at = ${bind(now)}::timestamptz` : ''}
+         WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
+      ...(version === undefined
+        ? {}
+        : {
+            requires: ({ bind }: Pick<CommitChangeInput, 'bind'>) =>
+              `EXISTS (SELECT 1 FROM metal_machines WHERE node_id = ${bind(machine.nodeId)}
+                 AND xmin::text = ${bind(version)} FOR UPDATE)`,
+          }),
+    },
+    // A retired machine's MACs and BMC address may be enrolled again (the same hardware, or a NIC moved to another
+    // machine): its MACs go, and retired_at takes it out of the site's unique BMC addresses.
+    ...(retired
+      ? [
+          {
+            name: 'retired_macs',
+            sql: ({ bind, guard }: CommitChangeInput) =>
+              `DELETE FROM metal_macs WHERE node_id = ${bind(machine.nodeId)} AND ${guard}`,
+          },
+        ]
+      : []),
+  ];
+  const event: NewEvent = {
+    tenantId: machine.tenantId,
+    subject: `node/${machine.nodeId}`,
+    type: moveEventType(move),
+    data: {
+      nodeId: machine.nodeId,
+      from: move.from ?? null,
+      to: move.to,
+      held: move.held,
+      workflowId,
+      ...(move.to === 'failed' && extras.lastError ? { error: { ...extras.lastError } } : {}),
+    },
+  };
   const forgotten = keptRequest === null ? deployRequest?.userDataRef : undefined;
-  return { workflowId, ...(forgotten ? { forgottenUserDataRef: forgotten } : {}) };
+  return { changes, event, ...(forgotten ? { forgottenUserDataRef: forgotten } : {}) };
 }
 
 /**

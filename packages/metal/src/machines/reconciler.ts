@@ -4,10 +4,12 @@ import {
   type ReconcileResult,
   type Reconciler,
   type SqlExecutor,
+  type StagedStart,
 } from '@better-compute/core';
+import { commit } from '@better-compute/core/kernel';
 import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
-import { applyMove, forgetUserData, type PhaseProfiles } from './apply-move';
+import { applyMove, forgetUserData, moveWrite, type PhaseProfiles, startOfMove } from './apply-move';
 import {
   MACHINE_COLUMNS,
   MACHINE_FROM,
@@ -41,11 +43,54 @@ interface WorkflowEnd {
   cancelReason: string | null;
 }
 
-/** The machine, locked, and what the reconciler needs of the workflow it recorded: held for its batch, or ended. */
+/** The machine, and what the reconciler needs of the workflow it recorded: held for its batch, or ended. */
 interface Reading {
   machine: MachineRecord;
+  /** The machine row's version (`xmin`) as read. */
+  version: string;
   held: { workflowId: string; batchId: string } | undefined;
   end: WorkflowEnd | undefined;
+}
+
+// The machine with what the reconciler needs of its recorded workflow, and its row's version: one row per machine.
+const MACHINE_AND_WORKFLOW_SQL = `SELECT ${MACHINE_COLUMNS}, m.xmin::text AS version, w.id AS wf_id,
+    w.state AS wf_state, w.error AS wf_error, w.cancel_reason AS wf_cancel_reason, w.batch_id AS wf_batch_id,
+    ${HELD_WORKFLOW_SQL('w')} AS wf_held
+  FROM ${MACHINE_FROM} LEFT JOIN workflows w ON w.id = m.workflow_id`;
+
+/**
+ * The claim's read of the machine for the `metal` reconciler (its `preload`): the same row the reconciler reads, as
+ * JSON, so that a workflow's end is decided and moved by one statement after the claim.
+ *
+ * @example
+ * ```ts
+ * metalMachineReadSql('$1::text'); // (SELECT to_json(x) FROM (SELECT m.node_id, … WHERE m.node_id = $1::text) x)
+ * ```
+ */
+export function metalMachineReadSql(key: string): string {
+  return `(SELECT to_json(x) FROM (${MACHINE_AND_WORKFLOW_SQL} WHERE m.node_id = ${key}) x)`;
+}
+
+function readingOf(row: Record<string, unknown>): Reading {
+  const machine = toMachineRecord(row);
+  const version = String(row.version);
+  if (machine.workflowId === null) return { machine, version, held: undefined, end: undefined };
+  if (row.wf_held === true) {
+    const held = { workflowId: machine.workflowId, batchId: row.wf_batch_id as string };
+    return { machine, version, held, end: undefined };
+  }
+  // A workflow that is gone ended as far as metal can tell: nothing will ever end it again.
+  if (row.wf_id === null || row.wf_id === undefined) {
+    const gone = { code: 'INTERNAL', message: 'the workflow is gone' };
+    return { machine, version, held: undefined, end: { outcome: 'failed', error: gone, cancelReason: null } };
+  }
+  const state = row.wf_state as string;
+  if (state !== 'succeeded' && state !== 'failed' && state !== 'cancelled') {
+    return { machine, version, held: undefined, end: undefined };
+  }
+  const error = (row.wf_error as WorkflowEnd['error']) ?? null;
+  const cancelReason = (row.wf_cancel_reason as string | null) ?? null;
+  return { machine, version, held: undefined, end: { outcome: state, error, cancelReason } };
 }
 
 /**
@@ -55,31 +100,10 @@ interface Reading {
 async function readMachineAndWorkflow(tx: SqlExecutor, nodeId: string): Promise<Reading | undefined> {
   const locked = await tx.query('SELECT 1 FROM metal_machines m WHERE m.node_id = $1 FOR UPDATE', [nodeId]);
   if (locked.rowCount === 0) return undefined;
-  const { rows } = await tx.query<Record<string, unknown>>(
-    `SELECT ${MACHINE_COLUMNS}, w.id AS wf_id, w.state AS wf_state, w.error AS wf_error,
-            w.cancel_reason AS wf_cancel_reason, w.batch_id AS wf_batch_id, ${HELD_WORKFLOW_SQL('w')} AS wf_held
-     FROM ${MACHINE_FROM} LEFT JOIN workflows w ON w.id = m.workflow_id WHERE m.node_id = $1`,
-    [nodeId],
-  );
-  const row = rows[0];
-  if (!row) return undefined;
-  const machine = toMachineRecord(row);
-  if (machine.workflowId === null) return { machine, held: undefined, end: undefined };
-  if (row.wf_held === true) {
-    return { machine, held: { workflowId: machine.workflowId, batchId: row.wf_batch_id as string }, end: undefined };
-  }
-  // A workflow that is gone ended as far as metal can tell: nothing will ever end it again.
-  if (row.wf_id === null) {
-    const gone = { code: 'INTERNAL', message: 'the workflow is gone' };
-    return { machine, held: undefined, end: { outcome: 'failed', error: gone, cancelReason: null } };
-  }
-  const state = row.wf_state as string;
-  if (state !== 'succeeded' && state !== 'failed' && state !== 'cancelled') {
-    return { machine, held: undefined, end: undefined };
-  }
-  const error = (row.wf_error as WorkflowEnd['error']) ?? null;
-  const cancelReason = (row.wf_cancel_reason as string | null) ?? null;
-  return { machine, held: undefined, end: { outcome: state, error, cancelReason } };
+  const { rows } = await tx.query<Record<string, unknown>>(`${MACHINE_AND_WORKFLOW_SQL} WHERE m.node_id = $1`, [
+    nodeId,
+  ]);
+  return rows[0] ? readingOf(rows[0]) : undefined;
 }
 
 /** The error a failed or cancelled workflow leaves on its machine. */
@@ -152,6 +176,46 @@ async function settleBatch(
 }
 
 /**
+ * A workflow's end moved by one statement after the claim, from the machine as the claim read it (`ctx.preloaded`,
+ * without a lock): the next phase's workflow staged (`ctx.workflows.stageStart`: a shipped profile costs no read),
+ * the move's writes and both events, written only while the machine's row is still the version read (locked by the
+ * statement) and the worker holds its shard. Undefined when this cannot be done so (no preload, a batch to settle, the
+ * quorum's approvers, a start that cannot be staged or is refused, a machine changed since the claim): the reconciler
+ * then does it in a transaction, as before.
+ */
+async function moveFromPreload(
+  ctx: ModuleContext,
+  profiles: PhaseProfiles,
+  preloaded: unknown,
+): Promise<{ forgotten: string | undefined } | undefined> {
+  if (typeof preloaded !== 'object' || preloaded === null || ctx.quorum?.enabled()) return undefined;
+  const { machine, version, held, end } = readingOf(preloaded as Record<string, unknown>);
+  if (held || !end || machine.workflowId === null) return undefined;
+  const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
+  if (!move) return undefined;
+  const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
+  let staged: StagedStart | undefined;
+  const start = startOfMove(profiles, machine, move, extras);
+  if (start) {
+    try {
+      staged = await ctx.workflows?.stageStart?.(ctx.sql, start);
+    } catch (error) {
+      // A refusal (a profile that does not resolve) is decided in the transaction, which fails the machine with it.
+      if (isComputeError(error)) return undefined;
+      throw error;
+    }
+    if (!staged) return undefined;
+  }
+  const write = moveWrite(machine, move, extras, staged?.id ?? null, ctx.clock.now(), { version });
+  const written = await commit(ctx, {
+    changes: staged ? [...staged.changes, ...write.changes] : write.changes,
+    events: [...(staged?.events ?? []), write.event],
+    ...(staged ? { wake: staged.wake } : {}),
+  });
+  return written.status === 'committed' ? { forgotten: write.forgottenUserDataRef } : undefined;
+}
+
+/**
  * The `metal` reconciler: reads the machine (locked) and the workflow it recorded, and when that workflow has ended
  * decides with `decideWorkflowEnd` and carries the move out in the same transaction (success: the next state, or the
  * next phase of an enroll, or a hold; failure or cancellation: `failed` with the workflow's error in `last_error`). A
@@ -168,7 +232,12 @@ async function settleBatch(
  * ```
  */
 export function metalReconciler(profiles: PhaseProfiles): Reconciler {
-  return async (key: string, ctx: ModuleContext) => {
+  const reconcile = async (key: string, ctx: ModuleContext) => {
+    const fast = ctx.preloaded === undefined ? undefined : await moveFromPreload(ctx, profiles, ctx.preloaded);
+    if (fast) {
+      await forgetUserData(ctx, fast.forgotten);
+      return undefined;
+    }
     let forgotten: string | undefined;
     const result = await ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
       forgotten = undefined;
@@ -209,4 +278,6 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
     await forgetUserData(ctx, forgotten);
     return result;
   };
+  // The claim reads the machine with its workflow, so a workflow's end is moved by one statement after it.
+  return Object.assign(reconcile, { preload: { sql: (key: string) => metalMachineReadSql(key) } });
 }

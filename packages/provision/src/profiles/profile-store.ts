@@ -78,7 +78,15 @@ interface ProfileRow {
   used_at: Date | null;
 }
 
-function latestShipped(shipped: ShippedProfiles, id: string, version?: number): Profile | undefined {
+/**
+ * The shipped profile `id` (at `version`, else its latest), if one is shipped: what {@link findProfile} falls back to.
+ *
+ * @example
+ * ```ts
+ * latestShipped(engine.profiles, 'metal.inspect')?.version; // 1
+ * ```
+ */
+export function latestShipped(shipped: ShippedProfiles, id: string, version?: number): Profile | undefined {
   const versions = shipped.get(id);
   if (!versions) return undefined;
   if (version !== undefined) return versions.get(version);

@@ -1,0 +1,126 @@
+import type { QueryResult, SqlDatabase } from 'better-compute/core';
+import type { MetalSim, SimSite } from 'better-compute/testkit';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createSim } from './extensions/metal-sim';
+import { BACKENDS, type ScratchDatabase } from './support/databases';
+
+// The `metal` reconciler moves a machine at its workflow's end by one statement after the worker's claim, which reads
+// the machine for it (its preload): the next phase's workflow staged, the move and both events, written only while the
+// machine's row is still as the claim read it. Anything else (a machine changed since, a batch to settle) goes through
+// the locked transaction as before, and decides on the machine as it is.
+
+// Every statement the simulation's engine sends (not in a transaction's own handle), while a test records.
+let recorded: string[] | undefined;
+// Run once right after the next statement matching `pattern` answered (someone's write landing between two statements).
+let afterStatement:
+  | { pattern: RegExp; when: (rows: readonly Record<string, unknown>[]) => boolean; run: () => Promise<void> }
+  | undefined;
+
+function recordingDatabase(db: SqlDatabase): SqlDatabase {
+  return {
+    get backend() {
+      return db.backend;
+    },
+    async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      recorded?.push(text);
+      const result = await db.query<R>(text, params);
+      const hook = afterStatement;
+      if (hook?.pattern.test(text) && hook.when(result.rows as Record<string, unknown>[])) {
+        afterStatement = undefined;
+        await hook.run();
+      }
+      return result;
+    },
+    transaction: (fn) =>
+      db.transaction((tx) =>
+        fn({
+          query: async (text, params) => {
+            recorded?.push(text);
+            return tx.query(text, params);
+          },
+          transaction: (inner) => tx.transaction(inner),
+        }),
+      ),
+    listen: (channel, handler, onListen) => db.listen(channel, handler, onListen),
+    close: () => db.close(),
+  };
+}
+
+describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
+  let scratch: ScratchDatabase;
+  let sim: MetalSim;
+  let site: SimSite;
+
+  beforeAll(async () => {
+    scratch = await create();
+    sim = await createSim({ database: recordingDatabase(scratch.db) });
+    site = await sim.addSite();
+  });
+  afterAll(async () => {
+    await sim.close();
+    await scratch.drop();
+  });
+  afterEach(() => {
+    recorded = undefined;
+    afterStatement = undefined;
+  });
+
+  const LOCKED_READ = /SELECT 1 FROM metal_machines m WHERE m\.node_id = \$1 FOR UPDATE/;
+  const START_AND_MOVE = (text: string) =>
+    /INSERT INTO workflows/.test(text) && /UPDATE metal_machines SET phase/.test(text);
+
+  it("moves a machine at each workflow's end by one statement after the claim, starting the next phase's workflow in it", async () => {
+    const machine = sim.addMachine(site);
+    await sim.enroll(machine);
+    recorded = [];
+    await sim.settle();
+    const statements = recorded;
+    recorded = undefined;
+    expect((await sim.get(machine)).state).toBe('available');
+    // Enrolling → inspecting → commissioning, each with its workflow, then available: no lock, no read of its own.
+    expect(statements.filter(START_AND_MOVE)).toHaveLength(2);
+    expect(statements.filter((text) => LOCKED_READ.test(text))).toEqual([]);
+    const toAvailable = statements.filter(
+      (text) => /UPDATE metal_machines SET phase/.test(text) && !/INSERT INTO workflows/.test(text),
+    );
+    expect(toAvailable).toHaveLength(1);
+    // The shipped profiles are taken without reading the stored ones.
+    expect(statements.filter((text) => /FROM profiles WHERE id = \$2/.test(text))).toEqual([]);
+  });
+
+  it('moves a machine changed since the claim read it in a transaction, deciding on it as it is now', async () => {
+    const machine = sim.addMachine(site);
+    await sim.enroll(machine);
+    const nodeId = machine.nodeId as string;
+    // Right after the claim of the machine's reconciler at its inspection's end, an operator's hold lands: stop after
+    // inspecting. The claim's read has no hold; the move must see it.
+    let inspected = false;
+    afterStatement = {
+      pattern: /m\.xmin::text AS version/,
+      when: (rows) =>
+        rows.some(
+          (row) =>
+            row.kind === 'metal' &&
+            row.key === nodeId &&
+            (row.preloaded as { phase?: string } | null)?.phase === 'inspecting',
+        ),
+      run: async () => {
+        inspected = true;
+        await scratch.db.query(
+          `UPDATE metal_machines SET hold_after = 'inspecting' WHERE node_id = $1 AND phase = 'inspecting'`,
+          [nodeId],
+        );
+      },
+    };
+    recorded = [];
+    await sim.settle();
+    const statements = recorded;
+    recorded = undefined;
+    expect(inspected).toBe(true);
+    const view = await sim.get(machine);
+    expect(view.state).toBe('inspecting');
+    expect(view.workflow).toBeNull();
+    // The one-statement move was stale (the row changed after the claim), and the locked read decided again.
+    expect(statements.filter((text) => LOCKED_READ.test(text)).length).toBeGreaterThanOrEqual(1);
+  });
+});

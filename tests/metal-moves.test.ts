@@ -84,6 +84,10 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
       (text) => /UPDATE metal_machines SET phase/.test(text) && !/INSERT INTO workflows/.test(text),
     );
     expect(toAvailable).toHaveLength(1);
+    // Each pass deletes its own work item with its last statement: the moves, and the plans that ended a workflow.
+    const finishing = (text: string) => /finished AS \(DELETE FROM work_items/.test(text);
+    expect(statements.filter(START_AND_MOVE).every(finishing)).toBe(true);
+    expect(statements.filter((text) => /UPDATE workflows SET revision/.test(text) && finishing(text))).toHaveLength(3);
     // The shipped profiles are taken without reading the stored ones.
     expect(statements.filter((text) => /FROM profiles WHERE id = \$2/.test(text))).toEqual([]);
   });

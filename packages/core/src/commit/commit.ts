@@ -86,6 +86,13 @@ export interface CommitRequest {
   /** Requeue the pass's own work item (`ctx.item`) at this time, in the same statement. */
   readonly requeue?: Date;
   /**
+   * The pass is done with its own work item (`ctx.item`, claimed at `seq`): the statement deletes it, only while
+   * nothing was enqueued for it since the claim (its `seq` unchanged), and the result says whether it did
+   * (`doneWritten`); the reconciler then returns `{ doneWritten: true }`, and otherwise nothing, as usual. Not with
+   * `requeue`.
+   */
+  readonly done?: boolean;
+  /**
    * Queue a work item (another reconciler's, such as a workflow's owner) as `ctx.work.enqueue` would, written with the
    * changes: in the statement when the context's work queue is the kernel's, else enqueued in the caller's transaction
    * (without one, the commit is `needs-transaction`, reason `unstaged`).
@@ -95,7 +102,14 @@ export interface CommitRequest {
 
 /** How a commit went. `row` is what the gate returned. */
 export type CommitResult<R> =
-  | { readonly status: 'committed'; readonly row: R; readonly commandId?: string; readonly requeued: boolean }
+  | {
+      readonly status: 'committed';
+      readonly row: R;
+      readonly commandId?: string;
+      readonly requeued: boolean;
+      /** Whether the statement deleted the pass's own work item (`done`). */
+      readonly doneWritten?: boolean;
+    }
   /** The gate wrote nothing (its guard no longer held): nothing was written. */
   | { readonly status: 'stale' }
   /**
@@ -123,7 +137,7 @@ export interface CommitContext {
   readonly events: EventBus & Partial<EventStaging>;
   /** The work queue a commit's `wake` goes to (a module context's `work`). */
   readonly work?: WorkQueue;
-  readonly item?: { readonly kind: string; readonly key: string };
+  readonly item?: { readonly kind: string; readonly key: string; readonly seq?: number };
   /** The worker's shard lease (a worker's `ctx.lease`): the statement written without `tx` is fenced by it. */
   readonly lease?: ShardLease;
 }
@@ -191,6 +205,13 @@ function build(
     });
     parts.push(`requeued AS (${requeue})`);
   }
+  let finished = '';
+  const seq = ctx.item?.seq;
+  if (request.done && !request.requeue && ctx.item && seq !== undefined) {
+    parts.push(`finished AS (DELETE FROM work_items WHERE kind = ${bind(ctx.item.kind)} AND key = ${bind(ctx.item.key)}
+      AND seq = ${bind(seq)}::int8 AND ${written} RETURNING 1)`);
+    finished = '(SELECT count(*) FROM finished)::int AS commit_done, ';
+  }
   if (events.length > 0)
     parts.push(`published AS (${stagedEventsInsertSql(bind(stagedEventsParam(events)), written)})`);
   // The wake's notification payloads are selected once from its CTE and sent after commit, as the work queue's own
@@ -206,7 +227,7 @@ function build(
   }
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
-SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}g.*
+SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}${finished}g.*
 FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
   return {
     text,
@@ -221,9 +242,9 @@ async function run<R>(
   sql: SqlExecutor,
   ctx: CommitContext,
   built: Built,
-): Promise<{ written: boolean; row: R | undefined }> {
+): Promise<{ written: boolean; row: R | undefined; done: boolean }> {
   const { rows } = await sql.query<Record<string, unknown>>(built.text, built.params);
-  const { commit_written, commit_held, commit_woken, commit_sent, ...row } = rows[0] ?? {};
+  const { commit_written, commit_held, commit_woken, commit_sent, commit_done, ...row } = rows[0] ?? {};
   const { lease } = ctx;
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;
@@ -232,7 +253,7 @@ async function run<R>(
     notifications.push({ channel: COMMANDS_CHANNEL, payload: built.commandNodeId });
   }
   await sendNotifications(sql, notifications);
-  return { written, row: written ? (row as R) : undefined };
+  return { written, row: written ? (row as R) : undefined, done: Number(commit_done ?? 0) > 0 };
 }
 
 /**
@@ -292,7 +313,7 @@ export async function commit<R = Record<string, unknown>>(
   const stagedEvents: StagedEvent[] = [];
   if (events.stage) for (const event of newEvents) stagedEvents.push(events.stage(event));
   const built = build(ctx, request, ctx.clock.now(), command, stagedEvents, tx === undefined);
-  let outcome: { written: boolean; row: R | undefined };
+  let outcome: { written: boolean; row: R | undefined; done: boolean };
   try {
     outcome = await run<R>(tx ?? ctx.sql, ctx, built);
   } catch (error) {
@@ -311,5 +332,6 @@ export async function commit<R = Record<string, unknown>>(
     row: outcome.row as R,
     ...(command ? { commandId: command.id } : {}),
     requeued: request.requeue !== undefined && ctx.item !== undefined,
+    ...(outcome.done ? { doneWritten: true } : {}),
   };
 }

@@ -149,7 +149,15 @@ export interface ModuleContext {
    * In a reconciler run for a work item (by a worker or `runDueWork`): that item. A reconciler may write the item's
    * requeue in its own last statement (`commit(ctx, { requeue })`) and say so (`requeueWritten`). Undefined elsewhere.
    */
-  item?: { readonly kind: string; readonly key: string };
+  item?: {
+    readonly kind: string;
+    readonly key: string;
+    /**
+     * The item's sequence when it was claimed: `commit`'s `done` deletes the item only while it is still that (no
+     * enqueue since). Absent outside a worker's or `runDueWork`'s pass.
+     */
+    readonly seq?: number;
+  };
   /**
    * In a reconciler run by a worker: the shard lease the worker processes `item` under (its `sql` is fenced by the
    * same lease in `transaction`). `commit` fences the one statement it writes without a transaction by it. Undefined

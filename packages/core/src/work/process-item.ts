@@ -39,14 +39,17 @@ export interface ProcessItemInput {
 /** A pass that did not fail: what {@link ProcessItemInput.recordFinish} records. */
 export type DoneOrRequeued = { outcome: 'done' } | { outcome: 'requeued'; delayMs: number; park?: CheckedPark };
 
-// `written`: the reconciler wrote its requeue itself (`commit` with `requeue`), so nothing is left to record.
+// `written`: the reconciler wrote its requeue (`commit` with `requeue`) or deleted its done item (`done`) itself, so
+// nothing is left to record.
 type Result =
   | DoneOrRequeued
   | { outcome: 'requeued'; delayMs: number; written: true }
+  | { outcome: 'done'; written: true }
   | { outcome: 'failed'; error: unknown };
 
 function checkResult(value: unknown, parks: boolean): Result {
   if (value === undefined || value === null) return { outcome: 'done' };
+  if ((value as { doneWritten?: unknown }).doneWritten === true) return { outcome: 'done', written: true };
   const {
     requeueAfterMs: delay,
     requeueWritten,
@@ -84,7 +87,7 @@ async function reconcile(input: ProcessItemInput): Promise<Result> {
       ...input.makeContext(input.sql),
       ...(input.signal ? { signal: input.signal } : {}),
       ...('preloaded' in item ? { preloaded: item.preloaded } : {}),
-      item: { kind: item.kind, key: item.key },
+      item: { kind: item.kind, key: item.key, seq: item.seq },
       ...(input.lease ? { lease: input.lease } : {}),
     };
     return checkResult(await reconciler(item.key, ctx), typeof reconciler.park?.sql === 'function');
@@ -123,7 +126,9 @@ export async function processItem(input: ProcessItemInput): Promise<WorkItemRepo
   const now = clock.now();
   try {
     // Recorded already, by the reconciler's own statement (fenced as the worker's record would have been).
-    if ('written' in result) return report('requeued', 0, addMs(now, result.delayMs));
+    if ('written' in result) {
+      return result.outcome === 'done' ? report('done', 0) : report('requeued', 0, addMs(now, result.delayMs));
+    }
     if (result.outcome === 'failed') {
       const attempts = item.attempts + 1;
       const delayMs = failureDelayMs(attempts, result.error, input.backoff);

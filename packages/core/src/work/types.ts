@@ -66,7 +66,14 @@ export interface WorkPark {
  * a pass runs only once the wait is over (see {@link WorkPark}); it needs the reconciler's `park` and is ignored with
  * `requeueWritten`.
  */
-export type ReconcileResult = undefined | { requeueAfterMs: number; requeueWritten?: boolean; park?: WorkPark };
+export type ReconcileResult =
+  | undefined
+  | { requeueAfterMs: number; requeueWritten?: boolean; park?: WorkPark }
+  /**
+   * Done, and the item already deleted by the reconciler's own statement (`commit(ctx, { done: true })` answered
+   * `doneWritten`): the worker records nothing.
+   */
+  | { doneWritten: true };
 
 /** The backoff after reconciler errors: `baseMs` doubled per consecutive failure, never above `maxMs`. */
 export interface BackoffOptions {

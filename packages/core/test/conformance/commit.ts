@@ -218,6 +218,51 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       await db.query('DELETE FROM work_items');
     });
 
+    it("holds the gate on every change's requires: one that fails writes nothing of the commit", async () => {
+      const event = { tenantId: 'acme', subject: 'thing/t1', type: 'thing.first', data: {} };
+      const needs = (ok: boolean): CommitChange => ({
+        ...note('needs'),
+        requires: ({ bind }) => `${bind(ok)}::boolean`,
+      });
+      expect(await commit(ctx(), { changes: [bump(1), needs(false)], events: [event] })).toEqual({ status: 'stale' });
+      expect(await state()).toEqual({
+        thing: [{ revision: 1, command_id: null }],
+        notes: [],
+        events: [],
+        commands: [],
+      });
+      expect((await commit(ctx(), { changes: [bump(1), needs(true)], events: [event] })).status).toBe('committed');
+      expect((await state()).notes).toEqual(['needs']);
+    });
+
+    it("deletes the pass's own item with `done` while it is as claimed, and leaves one enqueued again since", async () => {
+      const work = createWorkQueue({ clock, shards: 8 });
+      await db.query('DELETE FROM work_items');
+      const seqOf = async (key: string) =>
+        Number(
+          (await db.query<{ seq: string }>("SELECT seq FROM work_items WHERE kind = 'mine' AND key = $1", [key]))
+            .rows[0]?.seq,
+        );
+      const passOn = async (key: string) => ({ ...ctx(), work, item: { kind: 'mine', key, seq: await seqOf(key) } });
+      await work.enqueue(db, { kind: 'mine', key: 'n_done' });
+      const done = await commit(await passOn('n_done'), { changes: [bump(1)], done: true });
+      expect(done).toMatchObject({ status: 'committed', doneWritten: true });
+      expect(await seqOf('n_done')).toBeNaN();
+      // Enqueued again while the pass ran: the item stays, and the worker records it as usual.
+      await work.enqueue(db, { kind: 'mine', key: 'n_again' });
+      const pass = await passOn('n_again');
+      await work.enqueue(db, { kind: 'mine', key: 'n_again' });
+      const kept = await commit(pass, { changes: [bump(2)], done: true });
+      expect(kept.status).toBe('committed');
+      expect(kept).not.toHaveProperty('doneWritten');
+      expect(await seqOf('n_again')).toBeGreaterThan(pass.item.seq);
+      // A stale commit deletes nothing.
+      await work.enqueue(db, { kind: 'mine', key: 'n_stale' });
+      expect(await commit(await passOn('n_stale'), { changes: [bump(9)], done: true })).toEqual({ status: 'stale' });
+      expect(await seqOf('n_stale')).toBeGreaterThan(0);
+      await db.query('DELETE FROM work_items');
+    });
+
     it('with a work queue it cannot write in its statement, a wake needs a transaction and is enqueued there', async () => {
       const plain = { ...ctx(), work: recordingWork };
       expect(await commit(plain, { changes: [bump(1)], wake: { kind: 'owner', key: 'n_1' } })).toEqual({

@@ -113,6 +113,25 @@ export function defineWorkerConformance(create: () => Promise<ScratchDatabase>):
       expect(keys.filter((key) => key !== 'node_b3').every((key) => runs.get(key) === 1)).toBe(true);
     });
 
+    it('records nothing for a pass that deleted its own item (doneWritten), which it claimed at ctx.item.seq', async () => {
+      const seen: unknown[] = [];
+      const reconcile: Reconciler = async (key, ctx) => {
+        seen.push(ctx.item);
+        const { rowCount } = await db.query('DELETE FROM work_items WHERE kind = $1 AND key = $2 AND seq = $3', [
+          ctx.item?.kind,
+          key,
+          ctx.item?.seq,
+        ]);
+        return rowCount === 1 ? { doneWritten: true } : undefined;
+      };
+      await enqueue('self', 'node_self');
+      const worker = await start({ self: reconcile });
+      await waitFor('the pass', async () => seen.length === 1 && (await itemCount()) === 0);
+      await worker.stop();
+      expect(seen).toEqual([{ kind: 'self', key: 'node_self', seq: expect.anything() }]);
+      expect(worker.stats().byOutcome).toMatchObject({ done: 1, failed: 0, fenced: 0 });
+    });
+
     it('records requeued passes in the batch: due after their delay, or at once if enqueued while they ran', async () => {
       const runs = new Map<string, number>();
       const keys = Array.from({ length: 8 }, (_, i) => `node_r${i}`);

@@ -187,7 +187,7 @@ async function moveFromPreload(
   ctx: ModuleContext,
   profiles: PhaseProfiles,
   preloaded: unknown,
-): Promise<{ forgotten: string | undefined } | undefined> {
+): Promise<{ forgotten: string | undefined; doneWritten: boolean } | undefined> {
   if (typeof preloaded !== 'object' || preloaded === null || ctx.quorum?.enabled()) return undefined;
   const { machine, version, held, end } = readingOf(preloaded as Record<string, unknown>);
   if (held || !end || machine.workflowId === null) return undefined;
@@ -211,8 +211,11 @@ async function moveFromPreload(
     changes: staged ? [...staged.changes, ...write.changes] : write.changes,
     events: [...(staged?.events ?? []), write.event],
     ...(staged ? { wake: staged.wake } : {}),
+    // The pass ends here: its own item goes with the move (unless enqueued again since the claim).
+    done: true,
   });
-  return written.status === 'committed' ? { forgotten: write.forgottenUserDataRef } : undefined;
+  if (written.status !== 'committed') return undefined;
+  return { forgotten: write.forgottenUserDataRef, doneWritten: written.doneWritten === true };
 }
 
 /**
@@ -236,7 +239,7 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
     const fast = ctx.preloaded === undefined ? undefined : await moveFromPreload(ctx, profiles, ctx.preloaded);
     if (fast) {
       await forgetUserData(ctx, fast.forgotten);
-      return undefined;
+      return fast.doneWritten ? { doneWritten: true as const } : undefined;
     }
     let forgotten: string | undefined;
     const result = await ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {

@@ -124,7 +124,7 @@ async function cancelCommandsOfStep(
 
 /** How writing a plan went; `revision` is the workflow's after it. */
 export type PlanCommit =
-  | { status: 'committed'; revision: number; requeued: boolean }
+  | { status: 'committed'; revision: number; requeued: boolean; doneWritten: boolean }
   | Exclude<CommitResult<unknown>, { status: 'committed' }>;
 
 /**
@@ -145,7 +145,7 @@ export async function commitPlan(
   env: EngineEnv,
   plan: Plan,
   now: Date,
-  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date },
+  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date; done?: boolean },
 ): Promise<PlanCommit> {
   const { ctx } = env;
   const { tx } = options;
@@ -160,6 +160,7 @@ export async function commitPlan(
       ...(plan.events.length > 0 ? { events: plan.events } : {}),
       ...(plan.command ? { command: plan.command.input } : {}),
       ...(options.requeue && !tx ? { requeue: options.requeue } : {}),
+      ...(options.done && !tx ? { done: true } : {}),
       // The owner's work item goes in with the plan that ends the workflow (enqueued in `tx` when the queue cannot).
       ...(plan.owner ? { wake: plan.owner } : {}),
     },
@@ -181,7 +182,12 @@ export async function commitPlan(
     }
     if (plan.hostConfig) await setNodeHostSection(tx, plan.hostConfig.nodeId, plan.hostConfig.host, now);
   }
-  return { status: 'committed', revision: Number(result.row.revision), requeued: result.requeued };
+  return {
+    status: 'committed',
+    revision: Number(result.row.revision),
+    requeued: result.requeued,
+    doneWritten: result.doneWritten === true,
+  };
 }
 
 /**

@@ -158,6 +158,8 @@ export type PassWrite =
       transitions: number;
       /** The pass must read the workflow again before it plans on (see `Planned`'s `reread`). */
       reread?: true;
+      /** The statement deleted the pass's own work item (`done`, for a pass that ends idle). */
+      doneWritten?: true;
     }
   | { kind: 'stale'; stageCommands: boolean };
 
@@ -178,6 +180,7 @@ export async function writePass(
   revision: number,
   now: Date,
   requeue: Date | undefined,
+  done = false,
 ): Promise<PassWrite & { stageCommands: boolean }> {
   let inTransaction = planned.kind === 'needs-transaction' ? planned : undefined;
   let stageCommands = true;
@@ -193,7 +196,11 @@ export async function writePass(
         stageCommands,
       };
     }
-    const written = await commitPlan(env, planned.plan, now, { guard: { revision }, ...(requeue ? { requeue } : {}) });
+    const written = await commitPlan(env, planned.plan, now, {
+      guard: { revision },
+      ...(requeue ? { requeue } : {}),
+      ...(done ? { done } : {}),
+    });
     if (written.status === 'stale') return { kind: 'stale', stageCommands };
     if (written.status === 'committed') {
       next.workflow.revision = written.revision;
@@ -207,6 +214,7 @@ export async function writePass(
         transitions,
         stageCommands,
         ...reread,
+        ...(written.doneWritten ? { doneWritten: true as const } : {}),
       };
     }
     // The command could not be written by one statement (policies, its key taken, refused): nothing was written;

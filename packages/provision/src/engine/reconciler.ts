@@ -126,10 +126,13 @@ export function workflowReconciler(
       const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
       // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
       const waits = planned.kind === 'decided' && planned.decision.kind === 'wait' ? planned.decision.until : undefined;
-      const requeue = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key ? waits : undefined;
+      const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
+      const requeue = ownItem ? waits : undefined;
+      // A pass that ends idle (the workflow ended, say) deletes its own item with its last statement.
+      const done = ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle';
       let written: Awaited<ReturnType<typeof writePass>>;
       try {
-        written = await writePass(env, planned, snapshot.workflow.revision, now, requeue);
+        written = await writePass(env, planned, snapshot.workflow.revision, now, requeue, done);
       } catch (error) {
         snapshot = undefined;
         throw error;
@@ -149,7 +152,7 @@ export function workflowReconciler(
       run = undefined;
       transitions += Math.max(1, written.transitions);
       const { decision, requeueWritten } = written;
-      if (decision.kind === 'idle') return undefined;
+      if (decision.kind === 'idle') return written.doneWritten ? { doneWritten: true as const } : undefined;
       if (decision.kind === 'wait') {
         const result = requeueAt(ctx, decision.until.getTime());
         if (requeueWritten) return { ...result, requeueWritten: true };
@@ -183,7 +186,6 @@ export function workflowReconciler(
           // Nothing to settle: the step stays running and runs again after the delay, never past its deadline. Its
           // last send, held, is written with that requeue when the pass's item is the workflow's own.
           const at = Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime());
-          const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
           const sent = await gate.finish(ownItem ? new Date(at) : undefined);
           if (typeof sent === 'object') {
             run = { request, outcome: refusedRun(sent.refused) };

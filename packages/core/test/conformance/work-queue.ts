@@ -355,7 +355,7 @@ export function defineWorkQueueConformance(create: () => Promise<ScratchDatabase
       };
       const reports: string[] = [];
       await run({ own }, { onItem: (report) => reports.push(report.outcome) });
-      expect(seenItem).toEqual({ kind: 'own', key: 'node_own' });
+      expect(seenItem).toEqual({ kind: 'own', key: 'node_own', seq: expect.anything() });
       expect(reports).toEqual(['requeued']);
       expect(await item('own', 'node_own')).toMatchObject({ not_before: at(60_000), attempts: 0, claimed_by: null });
     });

@@ -1,50 +1,16 @@
-import type { QueryResult, SqlDatabase } from 'better-compute/core';
 import type { MetalSim, SimSite } from 'better-compute/testkit';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSim } from './extensions/metal-sim';
 import { BACKENDS, type ScratchDatabase } from './support/databases';
+import { type StatementTap, tappedDatabase } from './support/statement-tap';
 
 // The `metal` reconciler moves a machine at its workflow's end by one statement after the worker's claim, which reads
 // the machine for it (its preload): the next phase's workflow staged, the move and both events, written only while the
 // machine's row is still as the claim read it. Anything else (a machine changed since, a batch to settle) goes through
 // the locked transaction as before, and decides on the machine as it is.
 
-// Every statement the simulation's engine sends (not in a transaction's own handle), while a test records.
-let recorded: string[] | undefined;
-// Run once right after the next statement matching `pattern` answered (someone's write landing between two statements).
-let afterStatement:
-  | { pattern: RegExp; when: (rows: readonly Record<string, unknown>[]) => boolean; run: () => Promise<void> }
-  | undefined;
-
-function recordingDatabase(db: SqlDatabase): SqlDatabase {
-  return {
-    get backend() {
-      return db.backend;
-    },
-    async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      recorded?.push(text);
-      const result = await db.query<R>(text, params);
-      const hook = afterStatement;
-      if (hook?.pattern.test(text) && hook.when(result.rows as Record<string, unknown>[])) {
-        afterStatement = undefined;
-        await hook.run();
-      }
-      return result;
-    },
-    transaction: (fn) =>
-      db.transaction((tx) =>
-        fn({
-          query: async (text, params) => {
-            recorded?.push(text);
-            return tx.query(text, params);
-          },
-          transaction: (inner) => tx.transaction(inner),
-        }),
-      ),
-    listen: (channel, handler, onListen) => db.listen(channel, handler, onListen),
-    close: () => db.close(),
-  };
-}
+// Every statement the simulation's engine sends (in its transactions too), and a write hooked between two of them.
+const tap: StatementTap = { recorded: undefined, after: undefined };
 
 describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
   let scratch: ScratchDatabase;
@@ -53,7 +19,7 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
 
   beforeAll(async () => {
     scratch = await create();
-    sim = await createSim({ database: recordingDatabase(scratch.db) });
+    sim = await createSim({ database: tappedDatabase(scratch.db, tap, { inTransactions: true }) });
     site = await sim.addSite();
   });
   afterAll(async () => {
@@ -61,8 +27,8 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     await scratch.drop();
   });
   afterEach(() => {
-    recorded = undefined;
-    afterStatement = undefined;
+    tap.recorded = undefined;
+    tap.after = undefined;
   });
 
   const LOCKED_READ = /SELECT 1 FROM metal_machines m WHERE m\.node_id = \$1 FOR UPDATE/;
@@ -72,10 +38,10 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
   it("moves a machine at each workflow's end by one statement after the claim, starting the next phase's workflow in it", async () => {
     const machine = sim.addMachine(site);
     await sim.enroll(machine);
-    recorded = [];
+    tap.recorded = [];
     await sim.settle();
-    const statements = recorded;
-    recorded = undefined;
+    const statements = tap.recorded ?? [];
+    tap.recorded = undefined;
     expect((await sim.get(machine)).state).toBe('available');
     // Enrolling → inspecting → commissioning, each with its workflow, then available: no lock, no read of its own.
     expect(statements.filter(START_AND_MOVE)).toHaveLength(2);
@@ -99,7 +65,7 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     // Right after the claim of the machine's reconciler at its inspection's end, an operator's hold lands: stop after
     // inspecting. The claim's read has no hold; the move must see it.
     let inspected = false;
-    afterStatement = {
+    tap.after = {
       pattern: /m\.xmin::text AS version/,
       when: (rows) =>
         rows.some(
@@ -116,10 +82,10 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
         );
       },
     };
-    recorded = [];
+    tap.recorded = [];
     await sim.settle();
-    const statements = recorded;
-    recorded = undefined;
+    const statements = tap.recorded ?? [];
+    tap.recorded = undefined;
     expect(inspected).toBe(true);
     const view = await sim.get(machine);
     expect(view.state).toBe('inspecting');

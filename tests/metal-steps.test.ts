@@ -1,14 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  betterCompute,
-  type Compute,
-  field,
-  type Json,
-  manifest,
-  type PkiPort,
-  type QueryResult,
-  type SqlDatabase,
-} from 'better-compute/core';
+import { betterCompute, type Compute, field, type Json, manifest, type PkiPort } from 'better-compute/core';
 import {
   httpViaSite,
   metal,
@@ -50,6 +41,7 @@ import {
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { provisionApiOf, tokenFor } from './support/api';
 import { type ScratchDatabase, scratchPglite } from './support/databases';
+import { type StatementTap, tappedDatabase } from './support/statement-tap';
 
 // Metal's steps on PGlite: the real provision engine and metal(), a site agent and the machine's agents simulated by
 // FakeAgents, the machine's BMC and MACs written straight into metal's tables.
@@ -156,35 +148,35 @@ async function commandsOf(workflowId: string): Promise<CommandRow[]> {
   return rows;
 }
 
-// Run once right after the engine's next statement matching `pattern` answered (a write of someone else's landing in
-// between two statements of a step); set by a test, cleared when it ran.
-let afterStatement:
-  | { pattern: RegExp; when?: (rows: readonly Record<string, unknown>[]) => boolean; run: () => Promise<void> }
-  | undefined;
-
-// Every statement sent outside a transaction while a test records (undefined: not recording).
-let recorded: string[] | undefined;
-
-function hookedDatabase(db: SqlDatabase): SqlDatabase {
-  return {
-    get backend() {
-      return db.backend;
-    },
-    async query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      recorded?.push(text);
-      const result = await db.query<R>(text, params);
-      const hook = afterStatement;
-      if (hook?.pattern.test(text) && (hook.when?.(result.rows as Record<string, unknown>[]) ?? true)) {
-        afterStatement = undefined;
-        await hook.run();
-      }
-      return result;
-    },
-    transaction: (fn) => db.transaction(fn),
-    listen: (channel, handler, onListen) => db.listen(channel, handler, onListen),
-    close: () => db.close(),
-  };
+/** Starts `metal.ensureRamdisk` and drives it until its boot entries are out: the workflow and its token inserts. */
+async function sendBootEntries(): Promise<{ id: string; tokenWrites: string[] }> {
+  tap.recorded = [];
+  const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+  for (let i = 0; i < 4; i += 1) await drive([site]);
+  const statements = tap.recorded ?? [];
+  tap.recorded = undefined;
+  return { id, tokenWrites: statements.filter((text) => /INSERT INTO pki_join_tokens/.test(text)) };
 }
+
+/**
+ * The boot entries a workflow sent carry one reference each (two MACs), and the references resolve to the machine's
+ * single-use node tokens, all of them.
+ */
+async function expectEntriesCarryTheMachineTokens(workflowId: string): Promise<void> {
+  const refs = (await commandsOf(workflowId))
+    .filter((c) => c.kind === 'site.bootEntry')
+    .map((c) => c.payload.tokenRef as string);
+  expect(refs).toHaveLength(2);
+  const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
+  const { rows } = await scratch.db.query<{ id: string }>(
+    "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
+    [machineId],
+  );
+  expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
+}
+
+// The engine's statements, as a test records them or hooks a write of someone else's between two of them.
+const tap: StatementTap = { recorded: undefined, after: undefined };
 
 // The PKI port the compute has: `stages` (the full port: a boot entry's token written by the entry's send), `seals`
 // (no staging: the token and its secret minted by one statement of their own) or `mints` (neither: mint, then
@@ -212,7 +204,7 @@ beforeAll(async () => {
   const alreadyThere = (bareMetal.extensions as readonly { id: string }[]).some((e) => e.id === 'metal.bmc');
   const bmc = { id: 'metal-bmc', extensions: alreadyThere ? [] : [metalBmcTarget] };
   compute = await betterCompute({
-    database: hookedDatabase(scratch.db),
+    database: tappedDatabase(scratch.db, tap),
     clock,
     modules: [
       security.module,
@@ -241,8 +233,8 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  afterStatement = undefined;
-  recorded = undefined;
+  tap.after = undefined;
+  tap.recorded = undefined;
   await scratch.db.query(
     `TRUNCATE metal_machines, metal_macs, workflow_steps, workflows, profiles, commands, work_items, events,
        agent_sessions, pki_secrets, nodes, sites CASCADE`,
@@ -426,28 +418,14 @@ describe('metal.ensureRamdisk', () => {
   });
 
   it("writes each boot entry's token and secret by the statement that sends the entry, not one of their own", async () => {
-    recorded = [];
-    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
-    for (let i = 0; i < 4; i += 1) await drive([site]);
-    const statements = recorded;
-    recorded = undefined;
-    const tokenWrites = statements.filter((text) => /INSERT INTO pki_join_tokens/.test(text));
+    const { id, tokenWrites } = await sendBootEntries();
     expect(tokenWrites).toHaveLength(2);
     for (const text of tokenWrites) {
       expect(text).toMatch(/step_send AS \(/);
       expect(text).toMatch(/INSERT INTO pki_secrets/);
     }
     // Each entry's reference resolves to a token of the machine, and those are all the tokens there are.
-    const refs = (await commandsOf(id))
-      .filter((c) => c.kind === 'site.bootEntry')
-      .map((c) => c.payload.tokenRef as string);
-    expect(refs).toHaveLength(2);
-    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
-    const { rows } = await scratch.db.query<{ id: string }>(
-      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
-      [machineId],
-    );
-    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
+    await expectEntriesCarryTheMachineTokens(id);
   });
 
   it("takes the machine and its commands from the claim's preload: no pass reads them itself", async () => {
@@ -457,13 +435,13 @@ describe('metal.ensureRamdisk', () => {
       return { outcome: 'succeed' };
     });
     machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
-    recorded = [];
+    tap.recorded = [];
     const wf = await run([
       { use: 'metal.ensureRamdisk', on: 'site' },
       { use: 'inspect.collect', on: 'ramdisk' },
     ]);
-    const statements = recorded;
-    recorded = undefined;
+    const statements = tap.recorded ?? [];
+    tap.recorded = undefined;
     expect(wf.state).toBe('succeeded');
     expect((await commandsOf(wf.id)).map((c) => c.key.split('#0:')[1])).toEqual([
       'boot-device',
@@ -565,7 +543,7 @@ describe('inspect.collect', () => {
       const reads = (row?.preloaded as { step_reads?: { commands?: { state?: string }[] } } | null)?.step_reads;
       return reads?.commands?.some((c) => c.state === 'succeeded') === true;
     };
-    afterStatement = {
+    tap.after = {
       pattern: /xmin::text AS version|'version', n\.xmin::text/,
       when: (rows) => rows[0]?.state === 'succeeded' || rows.some((row) => preloadedReport(row)),
       run: async () => {
@@ -589,13 +567,13 @@ describe('inspect.collect', () => {
     await machine.connect();
     machine.respond('inspect.collect', { outcome: 'succeed', result: INVENTORY });
     site.respond('driver.invoke', { outcome: 'succeed' });
-    recorded = [];
+    tap.recorded = [];
     const wf = await run([
       { use: 'inspect.collect', on: 'ramdisk' },
       { use: 'power.setPower', on: 'site', with: { action: 'off' } },
     ]);
-    const statements = recorded;
-    recorded = undefined;
+    const statements = tap.recorded ?? [];
+    tap.recorded = undefined;
     expect(wf.steps.map((s) => s.state)).toEqual(['succeeded', 'succeeded']);
     const writes = statements.filter((text) => /UPDATE nodes SET labels/.test(text));
     expect(writes).toHaveLength(1);
@@ -856,39 +834,17 @@ describe('metal.ensureRamdisk with a PKI port that cannot stage a token, or stor
 
   it('mints each token and its secret by one statement of their own when the port cannot stage them', async () => {
     tokenPort = 'seals';
-    recorded = [];
-    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
-    for (let i = 0; i < 4; i += 1) await drive([site]);
-    const statements = recorded;
-    recorded = undefined;
-    const tokenWrites = statements.filter((text) => /INSERT INTO pki_join_tokens/.test(text));
+    const { id, tokenWrites } = await sendBootEntries();
     expect(tokenWrites).toHaveLength(2);
     for (const text of tokenWrites) expect(text).not.toMatch(/step_send AS \(/);
-    const refs = (await commandsOf(id))
-      .filter((c) => c.kind === 'site.bootEntry')
-      .map((c) => c.payload.tokenRef as string);
-    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
-    const { rows } = await scratch.db.query<{ id: string }>(
-      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
-      [machineId],
-    );
-    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
+    await expectEntriesCarryTheMachineTokens(id);
   });
 
   it("mints each token, then stores it with ctx.secrets: the reference resolves to the machine's token", async () => {
     tokenPort = 'mints';
     const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
     for (let i = 0; i < 4; i += 1) await drive([site]);
-    const refs = (await commandsOf(id))
-      .filter((c) => c.kind === 'site.bootEntry')
-      .map((c) => c.payload.tokenRef as string);
-    expect(refs).toHaveLength(2);
-    const tokens = await Promise.all(refs.map((ref) => security.secrets(scratch.db).resolve(ref)));
-    const { rows } = await scratch.db.query<{ id: string }>(
-      "SELECT id FROM pki_join_tokens WHERE node_id = $1 AND role = 'node' AND max_uses = 1 ORDER BY id",
-      [machineId],
-    );
-    expect(tokens.map((token) => token.split('.')[0]).sort()).toEqual(rows.map((row) => row.id));
+    await expectEntriesCarryTheMachineTokens(id);
   });
 });
 

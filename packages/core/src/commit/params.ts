@@ -1,7 +1,7 @@
 import { ComputeError } from '../errors';
 
 // The commit's own CTE names, which a module's change may not take.
-const RESERVED = new Set(['fence', 'sent', 'requeued', 'published', 'woken', 'g', 'commit_one']);
+const RESERVED = new Set(['fence', 'sent', 'requeued', 'finished', 'published', 'woken', 'g', 'commit_one']);
 const NAME = /^[a-z][a-z0-9_]{0,62}$/;
 
 /**

@@ -195,16 +195,17 @@ async function moveFromPreload(
   if (!move) return undefined;
   const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
   let staged: StagedStart | undefined;
-  const start = startOfMove(profiles, machine, move, extras);
-  if (start) {
-    try {
+  try {
+    const start = startOfMove(profiles, machine, move, extras);
+    if (start) {
       staged = await ctx.workflows?.stageStart?.(ctx.sql, start);
-    } catch (error) {
-      // A refusal (a profile that does not resolve) is decided in the transaction, which fails the machine with it.
-      if (isComputeError(error)) return undefined;
-      throw error;
+      if (!staged) return undefined;
     }
-    if (!staged) return undefined;
+  } catch (error) {
+    // A refusal (a profile that does not resolve, a deploy without its request) is decided in the transaction, which
+    // fails the machine with it where it should.
+    if (isComputeError(error)) return undefined;
+    throw error;
   }
   const write = moveWrite(machine, move, extras, staged?.id ?? null, ctx.clock.now(), { version });
   const written = await commit(ctx, {
@@ -220,7 +221,8 @@ async function moveFromPreload(
 
 /**
  * The `metal` reconciler: reads the machine (locked) and the workflow it recorded, and when that workflow has ended
- * decides with `decideWorkflowEnd` and carries the move out in the same transaction (success: the next state, or the
+ * decides with `decideWorkflowEnd` and carries the move out in the same transaction (or, first, by one statement from
+ * the claim's read, see {@link moveFromPreload}) (success: the next state, or the
  * next phase of an enroll, or a hold; failure or cancellation: `failed` with the workflow's error in `last_error`). A
  * machine whose workflow still runs, or that an abort already moved, is left alone. When the next phase's workflow
  * cannot start (its profile is missing or does not resolve, another workflow is active) the machine fails in that

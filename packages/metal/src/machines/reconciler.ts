@@ -121,6 +121,13 @@ function errorOf(machine: MachineRecord, workflowId: string, end: WorkflowEnd): 
   };
 }
 
+/** The move a machine's ended workflow decides (none when it no longer applies), with the error a failure leaves. */
+function moveAtEnd(machine: MachineRecord & { workflowId: string }, end: WorkflowEnd) {
+  const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
+  if (!move) return undefined;
+  return { move, extras: move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {} };
+}
+
 /**
  * Settles a machine whose workflow is held for its batch: resumed when the batch is approved (event
  * `metal.batch.approved`); aborted and the machine failed in its phase when the batch is rejected, expired or gone
@@ -190,10 +197,11 @@ async function moveFromPreload(
 ): Promise<{ forgotten: string | undefined; doneWritten: boolean } | undefined> {
   if (typeof preloaded !== 'object' || preloaded === null || ctx.quorum?.enabled()) return undefined;
   const { machine, version, held, end } = readingOf(preloaded as Record<string, unknown>);
-  if (held || !end || machine.workflowId === null) return undefined;
-  const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
-  if (!move) return undefined;
-  const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
+  const { workflowId } = machine;
+  if (held || !end || workflowId === null) return undefined;
+  const decided = moveAtEnd({ ...machine, workflowId }, end);
+  if (!decided) return undefined;
+  const { move, extras } = decided;
   let staged: StagedStart | undefined;
   try {
     const start = startOfMove(profiles, machine, move, extras);
@@ -250,10 +258,11 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
       if (!reading || reading.machine.workflowId === null) return;
       const { machine, held, end } = reading;
       if (held) return settleBatch(tx, ctx, profiles, machine, held);
-      if (!end || machine.workflowId === null) return;
-      const move = decideWorkflowEnd(snapshotOf(machine), end.outcome);
-      if (!move) return;
-      const extras = move.to === 'failed' ? { lastError: errorOf(machine, machine.workflowId, end) } : {};
+      const { workflowId } = machine;
+      if (!end || workflowId === null) return;
+      const decided = moveAtEnd({ ...machine, workflowId }, end);
+      if (!decided) return;
+      const { move, extras } = decided;
       if (!move.startsWorkflow) {
         ({ forgottenUserDataRef: forgotten } = await applyMove(tx, ctx, profiles, machine, move, extras));
         return;

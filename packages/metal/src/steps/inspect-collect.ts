@@ -208,7 +208,8 @@ async function recordInventory(
  * a caller that cannot take changes) writes it alone, CONFLICT when the node changed. Returns the labels it writes.
  */
 function inventoryWithResult(
-  ctx: StepContext & Required<Pick<StepContext, 'writeWithResult'>>,
+  ctx: StepContext,
+  writeWithResult: NonNullable<StepContext['writeWithResult']>,
   nodeId: string,
   current: NodeVersion | undefined,
   inventory: Inventory,
@@ -216,7 +217,7 @@ function inventoryWithResult(
 ): Labels {
   if (!current) throw nodeMissing(nodeId);
   const { changes, labels } = inventoryChanges(ctx, nodeId, current, inventory, addresses);
-  ctx.writeWithResult({
+  writeWithResult({
     changes,
     async write(tx) {
       const written = await commit({ ...ctx, sql: tx }, { changes }, tx);
@@ -273,7 +274,7 @@ export const inspectCollect = defineStep({
     // due): then the node is read again too, so the write starts from a version no older than the command's result.
     const first = read.command?.state === 'succeeded' && read.node ? read.node : await readNodeVersion(ctx, node.id);
     const labels = ctx.writeWithResult
-      ? inventoryWithResult({ ...ctx, writeWithResult: ctx.writeWithResult }, node.id, first, inventory, addresses)
+      ? inventoryWithResult(ctx, ctx.writeWithResult, node.id, first, inventory, addresses)
       : await recordInventory(ctx, node.id, first, inventory, addresses);
     return { commandId: sent.commandId, labels, gpus: inventory.gpus.length };
   },

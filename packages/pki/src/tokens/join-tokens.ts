@@ -48,13 +48,24 @@ function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
-const INSERT_TOKEN = `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id, secret_hash, expect,
-    max_uses, uses, expires_at, created_at)
-  SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::jsonb, $9::int, 0,
-    $10::timestamptz, $11::timestamptz
-  WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)
-    AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM sites WHERE id = $5 AND tenant_id = $2))
-    AND ($6::text IS NULL OR EXISTS (SELECT 1 FROM nodes WHERE id = $6 AND tenant_id = $2))`;
+// A token's row from its eleven values (placeholders, in the order of `PreparedJoinToken.row`), and the condition
+// that its tenant, and the site and node it names in that tenant, exist: one text for every statement that inserts one.
+const tokenValuesSql = (p: readonly string[]) =>
+  `${p[0]}::text, ${p[1]}::text, ${p[2]}::text, ${p[3]}::text, ${p[4]}::text, ${p[5]}::text, ${p[6]}::text,
+    ${p[7]}::jsonb, ${p[8]}::int, 0, ${p[9]}::timestamptz, ${p[10]}::timestamptz`;
+const tokenPlaceSql = (tenant: string, site: string, node: string) =>
+  `EXISTS (SELECT 1 FROM tenants WHERE id = ${tenant})
+    AND (${site}::text IS NULL OR EXISTS (SELECT 1 FROM sites WHERE id = ${site} AND tenant_id = ${tenant}))
+    AND (${node}::text IS NULL OR EXISTS (SELECT 1 FROM nodes WHERE id = ${node} AND tenant_id = ${tenant}))`;
+const INSERT_TOKEN_INTO = `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id, secret_hash,
+    expect, max_uses, uses, expires_at, created_at)`;
+// The secret holding a token's value, inserted only with the token (`FROM token`, the token insert's CTE).
+const insertSecretSql = (token: string, ref: string, tenant: string, sealed: string, at: string) =>
+  `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+    SELECT ${ref}::text, ${tenant}::text, ${sealed}::text, ${at}::timestamptz FROM ${token}`;
+
+const POSITIONAL = Array.from({ length: 11 }, (_, i) => `$${i + 1}`);
+const INSERT_TOKEN = `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(POSITIONAL)} WHERE ${tokenPlaceSql('$2', '$5', '$6')}`;
 
 /** NOT_FOUND naming what a token would name that does not exist (its tenant, its site, its node, in that order). */
 async function checkTokenPlace(
@@ -171,8 +182,7 @@ async function insertToken(
 // The token's row and the secret holding its value, both or neither: the token goes in only where the secret's
 // tenant exists too, and the secret only with the token.
 const INSERT_TOKEN_SECRET = `WITH token AS (${INSERT_TOKEN} AND EXISTS (SELECT 1 FROM tenants WHERE id = $12) RETURNING id)
-  INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
-  SELECT $13::text, $12::text, $14::text, $11::timestamptz FROM token RETURNING id`;
+  ${insertSecretSql('token', '$13', '$12', '$14', '$11')} RETURNING id`;
 
 /**
  * Mints a join token as {@link issueJoinToken} does and stores its value with the secret broker, in `secretTenantId`,
@@ -217,33 +227,21 @@ export function stageJoinTokenSecret(
   const ref = newId('sec');
   const sealed = sealSecret(deps.key, ref, secretTenantId, prepared.token);
   const params = [...prepared.row, secretTenantId, ref, sealed];
-  const [id, tenantId, role, poolId, siteId, nodeId, hash, expect, maxUses, expiresAt, now] = prepared.row;
+  const [, tenantId, , , siteId, nodeId, , , , , now] = prepared.row;
   const changes: CommitChange[] = [
     {
       name: 'join_token',
-      sql: ({ bind, guard }) => `INSERT INTO pki_join_tokens (id, tenant_id, role, pool_id, site_id, node_id,
-          secret_hash, expect, max_uses, uses, expires_at, created_at)
-        SELECT ${bind(id)}::text, ${bind(tenantId)}::text, ${bind(role)}::text, ${bind(poolId)}::text,
-          ${bind(siteId)}::text, ${bind(nodeId)}::text, ${bind(hash)}::text, ${bind(expect)}::jsonb,
-          ${bind(maxUses)}::int, 0, ${bind(expiresAt)}::timestamptz, ${bind(now)}::timestamptz
-        WHERE ${guard} RETURNING id`,
-      requires: ({ bind }) =>
-        [
-          `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(tenantId)})`,
-          `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(secretTenantId)})`,
-          ...(prepared.siteId
-            ? [`EXISTS (SELECT 1 FROM sites WHERE id = ${bind(prepared.siteId)} AND tenant_id = ${bind(tenantId)})`]
-            : []),
-          ...(prepared.nodeId
-            ? [`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(prepared.nodeId)} AND tenant_id = ${bind(tenantId)})`]
-            : []),
-        ].join(' AND '),
+      sql: ({ bind, guard }) =>
+        `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
+      requires: ({ bind }) => {
+        const tenant = bind(tenantId);
+        return `${tokenPlaceSql(tenant, bind(siteId), bind(nodeId))}
+          AND EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(secretTenantId)})`;
+      },
     },
     {
       name: 'join_token_secret',
-      sql: ({ bind }) => `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
-        SELECT ${bind(ref)}::text, ${bind(secretTenantId)}::text, ${bind(sealed)}::text, ${bind(now)}::timestamptz
-        FROM join_token`,
+      sql: ({ bind }) => insertSecretSql('join_token', bind(ref), bind(secretTenantId), bind(sealed), bind(now)),
     },
   ];
   const write = async (tx: SqlExecutor) =>

@@ -417,13 +417,14 @@ describe('metal.ensureRamdisk', () => {
     expect(wf.steps[0]?.result).toMatchObject({ bootId: machine.bootId, macs: 2 });
   });
 
-  it("writes each boot entry's token and secret by the statement that sends the entry, not one of their own", async () => {
+  it("writes the boot entries' tokens and secrets by the statement that sends the sequence, not ones of their own", async () => {
     const { id, tokenWrites } = await sendBootEntries();
-    expect(tokenWrites).toHaveLength(2);
-    for (const text of tokenWrites) {
-      expect(text).toMatch(/step_send AS \(/);
-      expect(text).toMatch(/INSERT INTO pki_secrets/);
-    }
+    expect(tokenWrites).toHaveLength(1);
+    const [text = ''] = tokenWrites;
+    expect(text).toMatch(/step_send AS \(/);
+    expect(text.match(/INSERT INTO pki_join_tokens/g)).toHaveLength(2);
+    expect(text.match(/INSERT INTO pki_secrets/g)).toHaveLength(2);
+    expect(text).toMatch(/INSERT INTO commands/);
     // Each entry's reference resolves to a token of the machine, and those are all the tokens there are.
     await expectEntriesCarryTheMachineTokens(id);
   });
@@ -460,36 +461,68 @@ describe('metal.ensureRamdisk', () => {
     expect(wf.steps[1]?.result).toMatchObject({ labels: { 'gpu.model': 'H100' } });
   });
 
-  it('a re-run skips the commands already done (found by key), sending only what is missing', async () => {
-    // The step runs again and again while its commands are open: each run finds what earlier runs sent (by key) and
-    // sends only what comes next, minting a token only for a boot entry not sent yet.
+  it('sends its commands as one sequence: the site agent gets each after the one before it, a re-run sends nothing again', async () => {
+    // The step runs again and again while its commands are open: each run finds what the first one sent (by key).
     site.respond('driver.invoke', { outcome: 'ignore' });
     site.respond('site.bootEntry', { outcome: 'ignore' });
     const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
     for (let i = 0; i < 5; i += 1) await drive([site]);
-    expect((await commandsOf(id)).map((c) => c.key.split('#0:')[1])).toEqual(['boot-device']);
+    const sent = await scratch.db.query<{ key: string; after_key: string | null; state: string }>(
+      'SELECT key, after_key, state FROM commands WHERE workflow_id = $1 ORDER BY created_at, id',
+      [id],
+    );
+    const short = (key: string | null) => key?.split('#0:')[1] ?? null;
+    expect(sent.rows.map((c) => [short(c.key), short(c.after_key), c.state])).toEqual([
+      ['boot-device', null, 'dispatched'],
+      [`boot-entry:${MACS[0]}`, 'boot-device', 'pending'],
+      [`boot-entry:${MACS[1]}`, `boot-entry:${MACS[0]}`, 'pending'],
+      ['power-cycle', `boot-entry:${MACS[1]}`, 'pending'],
+    ]);
     site.respond('driver.invoke', { outcome: 'succeed' });
-    await site.poll();
-    for (let i = 0; i < 3; i += 1) await drive([site]);
-    const keys = (await commandsOf(id)).map((c) => c.key.split('#0:')[1]);
-    expect(keys).toEqual(['boot-device', `boot-entry:${MACS[0]}`, `boot-entry:${MACS[1]}`]);
     site.respond('site.bootEntry', { outcome: 'succeed' });
-    await drive([site]);
-    await machine.connect();
-    await settle(compute, { clock, agents: [site, machine] });
-    const commands = await commandsOf(id);
-    expect(commands.map((c) => c.key.split('#0:')[1])).toEqual([
+    for (let i = 0; i < 4; i += 1) await site.poll();
+    expect(site.answered.filter((a) => a.outcome === 'succeed').map((a) => short(a.key))).toEqual([
       'boot-device',
       `boot-entry:${MACS[0]}`,
       `boot-entry:${MACS[1]}`,
       'power-cycle',
     ]);
+    await machine.connect();
+    await settle(compute, { clock, agents: [site, machine] });
+    expect((await commandsOf(id)).map((c) => c.key.split('#0:')[1])).toEqual(sent.rows.map((c) => short(c.key)));
     expect((await getWorkflow(scratch.db, { workflowId: id })).state).toBe('succeeded');
     const { rows } = await scratch.db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM pki_join_tokens WHERE node_id = $1',
       [machineId],
     );
     expect(rows[0]?.n).toBe(2);
+  });
+
+  it('goes on once the ramdisk joined while the BMC has not answered the power cycle yet, and not before', async () => {
+    site.respond('driver.invoke', (command) =>
+      (command.payload as { operation: string }).operation === 'power.setPower'
+        ? { outcome: 'silent' }
+        : { outcome: 'succeed' },
+    );
+    const id = await start([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    for (let i = 0; i < 6; i += 1) await drive([site]);
+    const cycle = async () => (await commandsOf(id)).find((c) => c.key.endsWith(':power-cycle'))?.state;
+    expect(await cycle()).toBe('running');
+    expect((await getWorkflow(scratch.db, { workflowId: id })).steps[0]?.state).toBe('running');
+    await machine.connect();
+    await settle(compute, { clock, agents: [site, machine] });
+    const wf = await getWorkflow(scratch.db, { workflowId: id });
+    expect(wf.steps[0]).toMatchObject({ state: 'succeeded', result: { bootId: machine.bootId } });
+    expect(await cycle()).toBe('running');
+  });
+
+  it('fails DRIVER_ERROR when the boot device cannot be set, and the rest of the sequence never reaches the site agent', async () => {
+    site.respond('driver.invoke', { outcome: 'fail', reason: 'BMC unreachable' });
+    const wf = await run([{ use: 'metal.ensureRamdisk', on: 'site' }]);
+    expect(wf.steps[0]).toMatchObject({ state: 'failed', error: { code: 'DRIVER_ERROR', reason: 'BMC unreachable' } });
+    const commands = await commandsOf(wf.id);
+    expect(commands.map((c) => c.state)).toEqual(['failed', 'cancelled', 'cancelled', 'cancelled']);
+    expect(site.answered.map((a) => a.key.split('#0:')[1])).toEqual(['boot-device']);
   });
 });
 

@@ -210,6 +210,79 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
     expect(rows).toHaveLength(0);
   });
 
+  it('sends a sequence together; its agent gets each after the one before it, and the step runs again at the end', async () => {
+    const lab = getLab();
+    const id = await lab.start({ id: 'lab-sequence', steps: [{ use: 'lab.sequence', on: 'site' }] });
+    await lab.compute.runDueWork();
+    const sent = await lab.db.query<{ key: string; after_key: string | null; state: string }>(
+      'SELECT key, after_key, state FROM commands ORDER BY created_at, id',
+    );
+    const key = (k: string) => stepCommandKey({ workflowId: id, stepId: 'main.1', attempt: 0 }, k);
+    expect(sent.rows).toEqual([
+      { key: key('one'), after_key: null, state: 'pending' },
+      { key: key('two'), after_key: key('one'), state: 'pending' },
+      { key: key('three'), after_key: key('two'), state: 'pending' },
+    ]);
+    expect(record.runs).toHaveLength(1);
+    // One poll, one command: the next is held until this one succeeded, and its success runs nothing.
+    for (const answered of [1, 2]) {
+      await lab.siteAgent.poll();
+      expect(lab.siteAgent.answered).toHaveLength(answered);
+      expect((await dueAt(lab))?.getTime()).toBe(lab.clock.now().getTime() + 30_000);
+    }
+    await lab.siteAgent.poll();
+    expect(lab.siteAgent.answered.map((a) => a.key)).toEqual([key('one'), key('two'), key('three')]);
+    expect((await dueAt(lab))?.getTime()).toBe(lab.clock.now().getTime());
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('succeeded');
+    expect(record.runs).toHaveLength(2);
+    expect((wf.steps[0]?.result as { commands: string[] }).commands).toHaveLength(3);
+    // What the second command carries was written once, with it.
+    expect(
+      (await lab.db.query("SELECT labels->>'sent-with' AS n FROM nodes WHERE id = $1", [lab.nodeId])).rows,
+    ).toEqual([{ n: '1' }]);
+  });
+
+  it('cancels the rest of a sequence when one of its commands fails, and fails the step with that failure', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond((command) =>
+      command.key.endsWith(':two') ? { outcome: 'fail', reason: 'BMC busy' } : { outcome: 'succeed' },
+    );
+    const id = await lab.start({ id: 'lab-sequence-fail', steps: [{ use: 'lab.sequence', on: 'site' }] });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]).toMatchObject({
+      state: 'failed',
+      error: { code: 'DRIVER_ERROR', message: 'command lab.wipe failed: BMC busy' },
+    });
+    const { rows } = await lab.db.query<{ key: string; state: string; reason: string | null }>(
+      'SELECT key, state, reason FROM commands ORDER BY created_at, id',
+    );
+    const key = (k: string) => stepCommandKey({ workflowId: id, stepId: 'main.1', attempt: 0 }, k);
+    expect(rows).toEqual([
+      { key: key('one'), state: 'succeeded', reason: null },
+      { key: key('two'), state: 'failed', reason: 'BMC busy' },
+      { key: key('three'), state: 'cancelled', reason: `after ${key('two')} failed` },
+    ]);
+    expect(lab.siteAgent.answered.map((a) => a.key)).toEqual([key('one'), key('two')]);
+  });
+
+  it('does not run the step again when a command that wakes only on failure succeeds: its next run sees it', async () => {
+    const lab = getLab();
+    const id = await lab.start({
+      id: 'lab-sequence-quiet',
+      steps: [{ use: 'lab.sequence', on: 'site', with: { quietLast: true } }],
+    });
+    await lab.compute.runDueWork();
+    for (let i = 0; i < 3; i += 1) await lab.siteAgent.poll();
+    expect(lab.siteAgent.answered).toHaveLength(3);
+    expect((await dueAt(lab))?.getTime()).toBe(lab.clock.now().getTime() + 30_000);
+    expect(record.runs).toHaveLength(1);
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    expect(record.runs).toHaveLength(2);
+  });
+
   it('turns a failed relayed command into DRIVER_ERROR with its reason', async () => {
     const lab = getLab();
     lab.siteAgent.respond({ outcome: 'fail', reason: 'BMC busy' });

@@ -13,6 +13,7 @@ import {
 import type { StagedWrite } from 'better-compute/core/kernel';
 import {
   awaitCommand,
+  awaitCommands,
   defineStep,
   getWorkflow,
   type Profile,
@@ -361,6 +362,27 @@ export const labSteps = [
       lab.contexts.push({ seen: rows.map((r) => r.key.split(':').at(-1)) });
       if (sends.some((s) => s.status === 'rejected')) throw stepNotReady(2_000);
       return { seen: rows.length };
+    },
+  }),
+  defineStep({
+    id: 'lab.sequence',
+    runsOn: 'control-plane',
+    relays: ['site'],
+    sends: ['lab.wipe'],
+    timeout: '20m',
+    retrySafe: true,
+    input: manifest({ quietLast: field.boolean().optional() }),
+    async run(input, ctx) {
+      record('lab.sequence', ctx);
+      const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
+      if (!agent) throw stepNotReady(2_000);
+      const one = { nodeId: agent.nodeId, kind: 'lab.wipe', payload: {}, targetNodeId: ctx.node!.id, pollMs: 30_000 };
+      const sent = await awaitCommands(ctx, [
+        { ...one, key: 'one' },
+        { ...one, key: 'two', with: countedWrite(ctx.node!.id, 'sent-with') },
+        { ...one, key: 'three', ...(input.quietLast ? { wakeOn: 'failure' as const } : {}) },
+      ]);
+      return { commands: sent.map((command) => command.commandId) };
     },
   }),
   defineStep({

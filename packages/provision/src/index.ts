@@ -15,7 +15,7 @@ export {
   storeProfile,
 } from './profiles/profile-store';
 export { type ProvisionModule, type ProvisionOptions, provisionModule } from './provision-module';
-export { type AwaitCommandInput, type AwaitedCommand, awaitCommand } from './steps/await-command';
+export { type AwaitCommandInput, type AwaitedCommand, awaitCommand, awaitCommands } from './steps/await-command';
 export { buildProvisionSteps, builtinSteps } from './steps/builtin-steps';
 export { siteAgentFor } from './steps/site-agent-for';
 export { agentStepCommandKey, stepCommandKey } from './steps/step-command-key';

@@ -124,7 +124,8 @@ interface Change {
  * by `(nodeId, key)` (the first command comes back unchanged, whatever the second asks); `get` and `findByKey` expire
  * a command past `notAfter` before returning it (lazy expiry, queueing its wake once); every move follows the state
  * machine (`canTransitionCommand`), refusing others with INVALID_STATE; every settle (succeeded, failed, rejected,
- * expired, cancelled) queues the command's `wake` into `work`. Ids are `cmd_…`. It does not check that the node
+ * expired, cancelled) queues the command's `wake` into `work` (a sequence's `afterKey` and `wakeOn` as the kernel keeps them; a command
+ * still waiting for the one it follows cannot be driven). Ids are `cmd_…`. It does not check that the node
  * exists and runs no command policies. Its checks are the kernel's own (`checkNewCommand` of
  * `@better-compute/core/conformance`), and it passes the kernel's command queue behaviour suite
  * (`defineCommandQueueBehaviour`).
@@ -161,11 +162,55 @@ export function createInMemoryCommandQueue(options: InMemoryCommandQueueOptions)
     if (change.reason !== undefined) next.reason = change.reason;
     if (change.result !== undefined) next.result = Uint8Array.from(change.result);
     if (change.attested !== undefined) next.attested = structuredClone(change.attested);
-    // The wake first: if it cannot be queued, the command stays as it was (as the kernel's savepoint would).
-    if (terminal && next.wake && work)
-      await work.enqueue(tx, { kind: next.wake.kind, key: next.wake.key, urgent: true });
+    const followers = terminal ? followersOf(current) : [];
+    // As the kernel's: a success with commands following it, or of a command that wakes only on failure, wakes no one.
+    const wakes: { kind: string; key: string }[] = [];
+    if (terminal && next.wake && (to !== 'succeeded' || (next.wakeOn !== 'failure' && followers.length === 0))) {
+      wakes.push(next.wake);
+    }
+    const dropped: Command[] = [];
+    if (terminal && to !== 'succeeded') {
+      // The rest of the sequence is cancelled with it.
+      const queue = [...followers];
+      for (let follower = queue.shift(); follower; follower = queue.shift()) {
+        dropped.push(follower);
+        queue.push(...followersOf(follower));
+      }
+      for (const one of dropped) if (one.wake) wakes.push(one.wake);
+    }
+    // The wakes first: if one cannot be queued, the commands stay as they were (as the kernel's statement would).
+    const seen = new Set<string>();
+    for (const wake of wakes) {
+      const id = keyOf(wake.kind, wake.key);
+      if (seen.has(id) || !work) continue;
+      seen.add(id);
+      await work.enqueue(tx, { kind: wake.kind, key: wake.key, urgent: true });
+    }
+    for (const one of dropped) {
+      byId.set(one.id, {
+        ...one,
+        state: 'cancelled',
+        updatedAt: now,
+        finishedAt: now,
+        reason: to === 'cancelled' && next.reason !== undefined ? next.reason : `after ${current.key} ${to}`,
+      });
+    }
     byId.set(current.id, next);
     return next;
+  }
+
+  /** The pending commands that follow `command` in a sequence (`afterKey`). */
+  function followersOf(command: Command): Command[] {
+    return [...byId.values()].filter(
+      (one) => one.state === 'pending' && one.nodeId === command.nodeId && one.afterKey === command.key,
+    );
+  }
+
+  /** Whether a pending command still waits for the one it follows (its agent would not be given it yet). */
+  function held(command: Command): boolean {
+    if (command.state !== 'pending' || command.afterKey === undefined) return false;
+    const id = byKey.get(keyOf(command.nodeId, command.afterKey));
+    return id === undefined || byId.get(id)?.state !== 'succeeded';
   }
 
   async function expireIfDue(tx: SqlExecutor, command: Command): Promise<Command> {
@@ -190,6 +235,11 @@ export function createInMemoryCommandQueue(options: InMemoryCommandQueueOptions)
     const stored = byId.get(id);
     if (!stored) throw notFound(id);
     const current = await expireIfDue(NO_TRANSACTION, stored);
+    if (held(current)) {
+      throw new ComputeError('INVALID_STATE', `command ${id} waits for ${current.afterKey} to succeed`, {
+        details: { commandId: id, state: current.state, afterKey: current.afterKey },
+      });
+    }
     const path: CommandState[] =
       to === 'rejected' ? ['pending', 'dispatched'] : ['pending', 'dispatched', 'acked', 'running'];
     const at = path.indexOf(current.state);
@@ -243,6 +293,8 @@ export function createInMemoryCommandQueue(options: InMemoryCommandQueueOptions)
       if (input.stepId !== undefined) command.stepId = input.stepId;
       if (input.targetNodeId !== undefined) command.targetNodeId = input.targetNodeId;
       if (input.wake !== undefined) command.wake = { kind: input.wake.kind, key: input.wake.key };
+      if (input.wakeOn === 'failure') command.wakeOn = 'failure';
+      if (input.afterKey !== undefined) command.afterKey = input.afterKey;
       byId.set(command.id, command);
       byKey.set(keyOf(command.nodeId, command.key), command.id);
       return copy(command);

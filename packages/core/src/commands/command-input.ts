@@ -37,7 +37,7 @@ function optionalText(value: unknown, path: ErrorPath): void {
 /**
  * Checks the shape of a {@link NewCommand} (not its payload, which the kind's schema checks): ids, kind and key
  * non-empty strings of at most 512 characters PostgreSQL can store, `notAfter` a valid Date after the clock's now,
- * `wake` a `{ kind, key }`; otherwise INVALID_INPUT at the field. Also on `@better-compute/core/conformance`, for
+ * `wake` a `{ kind, key }`, `wakeOn` `'settle'` or `'failure'`, `afterKey` another key; otherwise INVALID_INPUT at the field. Also on `@better-compute/core/conformance`, for
  * another implementation of the command queue (the testkit's) to refuse what the kernel refuses.
  *
  * @example
@@ -65,4 +65,9 @@ export function checkNewCommand(command: NewCommand, clock: Clock): void {
     requireText(command.wake.kind, ['wake', 'kind']);
     requireText(command.wake.key, ['wake', 'key']);
   }
+  if (command.wakeOn !== undefined && command.wakeOn !== 'settle' && command.wakeOn !== 'failure') {
+    throw invalid(['wakeOn'], "wakeOn must be 'settle' or 'failure'");
+  }
+  optionalText(command.afterKey, ['afterKey']);
+  if (command.afterKey === command.key) throw invalid(['afterKey'], 'a command cannot follow itself');
 }

@@ -60,6 +60,14 @@ function notFound(commandId: string): ComputeError {
 
 const EXPIRED_REASON = 'notAfter passed';
 
+/**
+ * Whether the command row `c` may go to its agent: it follows no command, or the one it follows (same node, its
+ * `after_key`) has succeeded. Judged when polled, not when that one succeeds, so a command enqueued after its
+ * predecessor's success is never held back.
+ */
+export const DISPATCHABLE_SQL = `(c.after_key IS NULL OR EXISTS (SELECT 1 FROM commands p
+  WHERE p.node_id = c.node_id AND p.key = c.after_key AND p.state = 'succeeded'))`;
+
 /** Whether a command is still open but past its deadline at `now` (the deadline itself still counts as live). */
 export function isCommandDue(command: Pick<Command, 'state' | 'notAfter'>, now: Date): boolean {
   return OPEN_COMMAND_STATES.includes(command.state) && command.notAfter.getTime() < now.getTime();
@@ -100,17 +108,26 @@ async function applyMove(
        finished_at = CASE WHEN $4::boolean THEN $3 ELSE finished_at END,
        reason = COALESCE($5, reason), result = COALESCE($6::bytea, result), attested = COALESCE($7::jsonb, attested)
      WHERE ${where} RETURNING *`;
+  if (!terminal) {
+    const { rows } = await tx.query<CommandRow>(update, params);
+    if (!rows[0] && !guard) throw notFound(commandId);
+    return rows[0] ? toCommand(rows[0]) : undefined;
+  }
   // A settle queues its wake in the same statement, so an agent's result is one round trip and needs no transaction
   // to be atomic; with a work queue that is not the kernel's (the testkit's), through enqueue. Its notification is
   // sent by the statement too: the waiting workflow's next command follows this result, and a wake sent after the
-  // commit would first wait for the agent API's process to run again.
-  const wake = terminal
-    ? urgentWakeSql(work, 'woken', 'SELECT wake_kind, wake_key FROM moved', '$3', params)
-    : undefined;
-  const { rows } = await tx.query<CommandRow & { woken?: unknown }>(
-    wake
-      ? `WITH moved AS (${update}) ${wake.cte} SELECT moved.*, ${notifyInStatementSql(wake.payloads)} AS woken FROM moved`
-      : update,
+  // commit would first wait for the agent API's process to run again. The same statement ends the command's sequence:
+  // see SEQUENCE_SQL.
+  const wake = urgentWakeSql(work, 'woken', WAKES_SQL, '$3', params);
+  const { rows } = await tx.query<CommandRow & { woken?: unknown; followers: number; wakes?: unknown }>(
+    `WITH moved AS (${update}), ${SEQUENCE_SQL} ${wake?.cte ?? ''}
+     SELECT moved.*, (SELECT count(*) FROM followers)::int AS followers,
+       ${
+         wake
+           ? `${notifyInStatementSql(wake.payloads)} AS woken`
+           : `(SELECT json_agg(json_build_array(wake_kind, wake_key)) FROM (${WAKES_SQL}) w) AS wakes`
+       }
+     FROM moved`,
     params,
   );
   const row = rows[0];
@@ -118,13 +135,45 @@ async function applyMove(
     if (guard) return undefined;
     throw notFound(commandId);
   }
-  const { woken: _woken, ...settled } = row;
+  const { woken: _woken, followers, wakes, ...settled } = row;
   const moved = toCommand(settled as CommandRow);
-  if (terminal && moved.wake && !wake) {
-    await work.enqueue(tx, { kind: moved.wake.kind, key: moved.wake.key, urgent: true });
+  if (!wake) {
+    for (const [kind, key] of (wakes as [string | null, string | null][] | null) ?? []) {
+      if (kind && key) await work.enqueue(tx, { kind, key, urgent: true });
+    }
+  }
+  // A command that succeeded with commands following it: its agent's long poll can now take the next one.
+  if (moved.state === 'succeeded' && followers > 0) {
+    await sendNotifications(tx, [{ channel: COMMANDS_CHANNEL, payload: moved.nodeId }]);
   }
   return moved;
 }
+
+// The end of a command's sequence, as CTEs after `moved` (a command just settled): `followers`, the pending commands
+// that follow it (`after_key`); `dropped`, every pending command after it, however far down the sequence, cancelled
+// when it ended any way but `succeeded` (with its reason when it was cancelled, as by an abort; else `after <key>
+// <state>`) (a success lets the next one be dispatched: pollCommands looks at its
+// predecessor). Cancelling here keeps a failed sequence from waiting out its commands' `notAfter`.
+const SEQUENCE_SQL = `followers AS (
+    SELECT d.id FROM commands d JOIN moved m ON d.node_id = m.node_id AND d.after_key = m.key WHERE d.state = 'pending'),
+  dropped AS (
+    UPDATE commands SET state = 'cancelled', updated_at = $3, finished_at = $3,
+      reason = (SELECT CASE WHEN m.state = 'cancelled' THEN m.reason ELSE 'after ' || m.key || ' ' || m.state END
+        FROM moved m)
+    WHERE state = 'pending' AND id IN (
+      WITH RECURSIVE chain (id, node_id, key) AS (
+        SELECT d.id, d.node_id, d.key FROM commands d JOIN moved m ON d.node_id = m.node_id AND d.after_key = m.key
+        WHERE m.state <> 'succeeded'
+        UNION
+        SELECT d.id, d.node_id, d.key FROM commands d JOIN chain c ON d.node_id = c.node_id AND d.after_key = c.key)
+      SELECT id FROM chain)
+    RETURNING wake_kind, wake_key)`;
+
+// The wakes a settle queues: the command's own, unless it succeeded and either wakes only on failure or has a command
+// following it (whose own end will wake the waiter), and those of the commands it cancelled down its sequence.
+const WAKES_SQL = `SELECT wake_kind, wake_key FROM moved
+    WHERE moved.state <> 'succeeded' OR (moved.wake_on IS NULL AND NOT EXISTS (SELECT 1 FROM followers))
+  UNION SELECT wake_kind, wake_key FROM dropped`;
 
 const ALL_STATES: readonly CommandState[] = [...OPEN_COMMAND_STATES, ...TERMINAL_COMMAND_STATES];
 // The states each move may start from, for the one-statement path.
@@ -279,8 +328,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
       const now = clock.now();
       const { rows } = await sql.query<CommandRow>(
         `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id,
-           workflow_id, step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $14, $14)
+           workflow_id, step_id, target_node_id, wake_kind, wake_key, wake_on, after_key, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5::jsonb, $6, 'pending', $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14)
          ON CONFLICT (node_id, key) DO NOTHING RETURNING *`,
         [
           newId('cmd'),
@@ -297,6 +346,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
           input.wake?.kind ?? null,
           input.wake?.key ?? null,
           now,
+          input.wakeOn === 'failure' ? 'failure' : null,
+          input.afterKey ?? null,
         ],
       );
       if (rows[0]) {
@@ -345,8 +396,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
         );
         await expireAll(inner, work, due.rows, now);
         const live = await inner.query<CommandRow>(
-          `SELECT * FROM commands WHERE node_id = $1 AND state IN ('pending', 'dispatched') AND not_after >= $2
-           ORDER BY created_at, id LIMIT $3 FOR UPDATE`,
+          `SELECT * FROM commands c WHERE node_id = $1 AND state IN ('pending', 'dispatched') AND not_after >= $2
+             AND ${DISPATCHABLE_SQL} ORDER BY created_at, id LIMIT $3 FOR UPDATE`,
           [nodeId, now, limit],
         );
         const polled: Command[] = [];
@@ -362,8 +413,8 @@ export function createCommandQueue(options: CommandQueueOptions): KernelCommandQ
     async hasCommandsToPoll(tx, input) {
       const nodeId = requireText(input?.nodeId, ['nodeId']);
       const { rows } = await tx.query<{ found: boolean }>(
-        `SELECT EXISTS (SELECT 1 FROM commands WHERE node_id = $1 AND state IN ${OPEN_SQL}
-           AND (state IN ('pending', 'dispatched') OR not_after < $2)) AS found`,
+        `SELECT EXISTS (SELECT 1 FROM commands c WHERE node_id = $1 AND state IN ${OPEN_SQL}
+           AND ((state IN ('pending', 'dispatched') AND ${DISPATCHABLE_SQL}) OR not_after < $2)) AS found`,
         [nodeId, clock.now()],
       );
       return rows[0]?.found === true;

@@ -25,6 +25,8 @@ export interface CommandRow {
   target_node_id: string | null;
   wake_kind: string | null;
   wake_key: string | null;
+  wake_on: string | null;
+  after_key: string | null;
   result: Uint8Array | null;
   attested: Json | null;
   reason: string | null;
@@ -71,6 +73,8 @@ export function toCommand(row: CommandRow): Command {
   if (row.step_id !== null) command.stepId = row.step_id;
   if (row.target_node_id !== null) command.targetNodeId = row.target_node_id;
   if (row.wake_kind !== null && row.wake_key !== null) command.wake = { kind: row.wake_kind, key: row.wake_key };
+  if (row.wake_on === 'failure') command.wakeOn = 'failure';
+  if (row.after_key !== null) command.afterKey = row.after_key;
   if (row.result !== null) command.result = toPlainBytes(row.result);
   if (row.attested !== null) command.attested = row.attested;
   if (row.reason !== null) command.reason = row.reason;

@@ -17,15 +17,17 @@ export interface StagedCommand {
   readonly stepId?: string;
   readonly targetNodeId?: string;
   readonly wake?: { readonly kind: string; readonly key: string };
+  readonly wakeOn?: 'settle' | 'failure';
+  readonly afterKey?: string;
 }
 
 /**
- * The body of a data-modifying CTE that inserts a staged command `pending`, from one jsonb parameter built by
+ * The body of a data-modifying CTE that inserts staged commands `pending`, from one jsonb array parameter built by
  * {@link stagedCommandParam}, stamped `created_at` with the timestamptz `createdAt` names. The tenant is the node's,
  * read in the same statement; no row is written when the node does not exist or `condition` is false, so gate it on
  * the change the command belongs to. It does not look for a command already under the key: one there makes the
  * statement fail as a unique violation (`commands_node_key_uq`), and the caller falls back to `commands.enqueue`,
- * which is find-before-create. `RETURNING id` lets the statement tell whether it was written.
+ * which is find-before-create. `RETURNING id` lets the statement tell how many were written.
  *
  * @example
  * ```ts
@@ -37,23 +39,25 @@ export interface StagedCommand {
  */
 export function stagedCommandInsertSql(param: string, createdAt: string, condition = 'TRUE'): string {
   return `INSERT INTO commands (id, tenant_id, node_id, kind, payload, key, state, not_after, batch_id, workflow_id,
-      step_id, target_node_id, wake_kind, wake_key, created_at, updated_at)
+      step_id, target_node_id, wake_kind, wake_key, wake_on, after_key, created_at, updated_at)
     SELECT c->>'id', n.tenant_id, n.id, c->>'kind', c->'payload', c->>'key', 'pending', (c->>'notAfter')::timestamptz,
       c->>'batchId', c->>'workflowId', c->>'stepId', c->>'targetNodeId', c->'wake'->>'kind', c->'wake'->>'key',
-      ${createdAt}, ${createdAt}
-    FROM (SELECT ${param}::jsonb AS c) staged JOIN nodes n ON n.id = staged.c->>'nodeId'
+      NULLIF(c->>'wakeOn', 'settle'), c->>'afterKey', ${createdAt}, ${createdAt}
+    FROM jsonb_array_elements(${param}::jsonb) AS staged(c) JOIN nodes n ON n.id = staged.c->>'nodeId'
     WHERE ${condition}
     RETURNING id`;
 }
 
 /**
- * The parameter {@link stagedCommandInsertSql} reads: the staged command as JSON text.
+ * The parameter {@link stagedCommandInsertSql} reads: the staged commands (one, or a sequence in order) as a JSON
+ * array's text.
  *
  * @example
  * ```ts
  * const param = stagedCommandParam(await queue.stage(input));
  * ```
  */
-export function stagedCommandParam(command: StagedCommand): string {
-  return JSON.stringify({ ...command, notAfter: command.notAfter.toISOString() });
+export function stagedCommandParam(commands: StagedCommand | readonly StagedCommand[]): string {
+  const list: readonly StagedCommand[] = Array.isArray(commands) ? commands : [commands as StagedCommand];
+  return JSON.stringify(list.map((command) => ({ ...command, notAfter: command.notAfter.toISOString() })));
 }

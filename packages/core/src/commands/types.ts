@@ -64,6 +64,10 @@ export interface Command {
   reason?: string;
   /** The work item queued in the transaction that settles the command. */
   wake?: { kind: string; key: string };
+  /** `'failure'`: only an end other than `succeeded` queues the wake. */
+  wakeOn?: CommandWakeOn;
+  /** The key of the command (same node) this one waits for: it is dispatched only once that one has succeeded. */
+  afterKey?: string;
   createdAt: Date;
   updatedAt: Date;
   dispatchedAt?: Date;
@@ -82,7 +86,23 @@ export interface NewCommand {
   stepId?: string;
   targetNodeId?: string;
   wake?: { kind: string; key: string };
+  /**
+   * Which ends queue `wake`: every end (`'settle'`, the default) or only a failed, rejected, expired or cancelled one
+   * (`'failure'`), for a command whose success its waiter does not wait on (a power cycle before the machine's agent
+   * joins, which wakes the waiter itself).
+   */
+  wakeOn?: CommandWakeOn;
+  /**
+   * A sequence on one node: the key of the command this one follows. It stays `pending` and is not dispatched to its
+   * agent until that command has `succeeded`; it is `cancelled` (reason `after <key> <state>`) when that command
+   * ends any other way. A command that is followed does not queue its wake when it succeeds: the one following it
+   * will. Commands of one sequence are enqueued together (one statement) or the earlier first.
+   */
+  afterKey?: string;
 }
+
+/** Which ends of a command queue its `wake`: any (`'settle'`) or only a failure (`'failure'`). */
+export type CommandWakeOn = 'settle' | 'failure';
 
 /**
  * The command queue port. `enqueue` is find-before-create by `(nodeId, key)`: a second enqueue with the same key

@@ -1,4 +1,4 @@
-import { stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
+import { type StagedCommand, stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
 import { COMMANDS_CHANNEL, type CommandQueue, type CommandStaging, type NewCommand } from '../commands/types';
 import { type ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
@@ -22,7 +22,7 @@ export interface CommitChangeInput {
    * (and the command's node exists); for the others, that the first change wrote a row.
    */
   readonly guard: string;
-  /** The id of the command this commit sends, if it sends one. */
+  /** The id of the (first) command this commit sends, if it sends one. */
   readonly commandId: string | undefined;
 }
 
@@ -81,8 +81,13 @@ export interface CommitRequest {
   readonly changes: readonly [CommitChange, ...CommitChange[]];
   /** Events for the outbox, in order, written with the changes. */
   readonly events?: readonly NewEvent[];
-  /** At most one command to send: staged into the statement, or enqueued in the caller's transaction. */
+  /** A command to send: staged into the statement, or enqueued in the caller's transaction. */
   readonly command?: NewCommand;
+  /**
+   * More commands to send with it (after `command`, if any), in order: a sequence (`afterKey`) goes out whole or
+   * not at all, by the one statement or the caller's transaction.
+   */
+  readonly commands?: readonly NewCommand[];
   /** Requeue the pass's own work item (`ctx.item`) at this time, in the same statement. */
   readonly requeue?: Date;
   /**
@@ -105,7 +110,9 @@ export type CommitResult<R> =
   | {
       readonly status: 'committed';
       readonly row: R;
+      /** The first command sent, and all of them in order. */
       readonly commandId?: string;
+      readonly commandIds?: readonly string[];
       readonly requeued: boolean;
       /** Whether the statement deleted the pass's own work item (`done`). */
       readonly doneWritten?: boolean;
@@ -148,15 +155,22 @@ interface Built {
   fenced: boolean;
   /** Whether the statement queues the request's `wake` itself. */
   woke: boolean;
-  /** The node whose agent is notified once the staged command is committed. */
-  commandNodeId: string | undefined;
+  /** The nodes whose agents are notified once the staged commands are committed. */
+  commandNodeIds: readonly string[];
+}
+
+/** What a commit sends: the ids, the staged commands' parameter (none when enqueued in `tx`), and their nodes. */
+interface Sending {
+  ids: string[];
+  param?: string;
+  nodeIds: string[];
 }
 
 function build(
   ctx: CommitContext,
   request: CommitRequest,
   now: Date,
-  command: { id: string; param?: string; nodeId: string } | undefined,
+  command: Sending | undefined,
   events: readonly StagedEvent[],
   fenced: boolean,
 ): Built {
@@ -177,7 +191,10 @@ function build(
     gateConditions.push('EXISTS (SELECT 1 FROM fence)');
   }
   // A staged command is inserted only with its node (the insert reads the node's tenant): no node, no commit.
-  if (command?.param) gateConditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(command.nodeId)})`);
+  if (command?.param) {
+    for (const nodeId of command.nodeIds)
+      gateConditions.push(`EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(nodeId)})`);
+  }
   // A change's requirements hold the gate: the commit writes all of its changes or none.
   for (const change of request.changes) if (change.requires) gateConditions.push(`(${change.requires({ bind })})`);
   const [gate] = request.changes;
@@ -185,7 +202,7 @@ function build(
   for (const [index, change] of request.changes.entries()) {
     checkChangeName(change.name);
     const guard = index === 0 ? gateConditions.join(' AND ') || 'TRUE' : written;
-    parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.id })})`);
+    parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.ids[0] })})`);
   }
   // Whether the staged command was written: its notification (its node id on COMMANDS_CHANNEL) then wakes its agent's
   // long poll, sent after the commit (see sendNotifications for why not in the statement).
@@ -234,8 +251,12 @@ FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMI
     params,
     fenced: lease !== undefined,
     woke: wake !== undefined,
-    commandNodeId: command?.param ? command.nodeId : undefined,
+    commandNodeIds: command?.param ? command.nodeIds : [],
   };
+}
+
+function toSendAny(request: CommitRequest): boolean {
+  return request.command !== undefined || (request.commands?.length ?? 0) > 0;
 }
 
 async function run<R>(
@@ -249,15 +270,15 @@ async function run<R>(
   if (built.fenced && lease && commit_held !== true) throw fencedError(lease);
   const written = Number(commit_written ?? 0) > 0;
   const notifications: Notification[] = workNotifications(commit_woken);
-  if (built.commandNodeId && Number(commit_sent ?? 0) > 0) {
-    notifications.push({ channel: COMMANDS_CHANNEL, payload: built.commandNodeId });
+  if (Number(commit_sent ?? 0) > 0) {
+    for (const nodeId of built.commandNodeIds) notifications.push({ channel: COMMANDS_CHANNEL, payload: nodeId });
   }
   await sendNotifications(sql, notifications);
   return { written, row: written ? (row as R) : undefined, done: Number(commit_done ?? 0) > 0 };
 }
 
 /**
- * Commits a reconciler's decision: the module's own changes, the events, at most one command, the requeue of the
+ * Commits a reconciler's decision: the module's own changes, the events, its commands, the requeue of the
  * pass's work item and the wake of another work item. Without `tx` it is one autocommitted statement, built from the parts with generated parameters:
  * fenced by the worker's shard lease when there is one (`ctx.lease`, which a worker sets; INVALID_STATE `fenced`
  * when it is no longer held), the command and the events staged ({@link CommandStaging}, {@link EventStaging}) and
@@ -288,27 +309,34 @@ export async function commit<R = Record<string, unknown>>(
   // Without staging (a test double's queue or bus) only a transaction can write the command and the events.
   // The kernel's work queue builds its upsert into the statement; another (the testkit's) enqueues in a transaction.
   const wakeUnstaged = request.wake !== undefined && (!ctx.work || !canWriteWake(ctx.work));
-  if (!tx && ((request.command && !commands.stage) || (newEvents.length > 0 && !events.stage) || wakeUnstaged)) {
+  if (!tx && ((toSendAny(request) && !commands.stage) || (newEvents.length > 0 && !events.stage) || wakeUnstaged)) {
     return { status: 'needs-transaction', reason: 'unstaged' };
   }
-  let command: { id: string; param?: string; nodeId: string } | undefined;
-  if (request.command && tx) {
+  const toSend = [...(request.command ? [request.command] : []), ...(request.commands ?? [])];
+  let command: Sending | undefined;
+  if (toSend.length > 0 && tx) {
+    const ids: string[] = [];
     try {
-      command = { id: (await commands.enqueue(tx, request.command)).id, nodeId: request.command.nodeId };
+      for (const input of toSend) ids.push((await commands.enqueue(tx, input)).id);
     } catch (error) {
       if (isComputeError(error)) return { status: 'refused', error };
       throw error;
     }
-  } else if (request.command && commands.stage) {
-    let staged: Awaited<ReturnType<CommandStaging['stage']>>;
+    command = { ids, nodeIds: [] };
+  } else if (toSend.length > 0 && commands.stage) {
+    const staged: StagedCommand[] = [];
     try {
-      staged = await commands.stage(request.command);
+      for (const input of toSend) {
+        const one = await commands.stage(input);
+        if (!one) return { status: 'needs-transaction', reason: 'command-policies' };
+        staged.push(one);
+      }
     } catch (error) {
       if (isComputeError(error)) return { status: 'refused', error };
       throw error;
     }
-    if (!staged) return { status: 'needs-transaction', reason: 'command-policies' };
-    command = { id: staged.id, param: stagedCommandParam(staged), nodeId: staged.nodeId };
+    const nodeIds = [...new Set(staged.map((one) => one.nodeId))];
+    command = { ids: staged.map((one) => one.id), param: stagedCommandParam(staged), nodeIds };
   }
   const stagedEvents: StagedEvent[] = [];
   if (events.stage) for (const event of newEvents) stagedEvents.push(events.stage(event));
@@ -330,7 +358,7 @@ export async function commit<R = Record<string, unknown>>(
   return {
     status: 'committed',
     row: outcome.row as R,
-    ...(command ? { commandId: command.id } : {}),
+    ...(command ? { commandId: command.ids[0], commandIds: command.ids } : {}),
     requeued: request.requeue !== undefined && ctx.item !== undefined,
     ...(outcome.done ? { doneWritten: true } : {}),
   };

@@ -1,5 +1,5 @@
 import { createCommandKindRegistry } from '../commands/kind-registry';
-import type { Command, CommandKindDefinition, CommandKindRegistry, CommandQueue } from '../commands/types';
+import type { Command, CommandKindDefinition, CommandKindRegistry, CommandQueue, NewCommand } from '../commands/types';
 import type { Json } from '../json/types';
 import { field, manifest } from '../manifest';
 import type { SqlExecutor } from '../sql/executor';
@@ -274,6 +274,81 @@ export function defineCommandQueueBehaviour(t: ConformanceRunner, harness: Comma
         const stored = await s.queue.get(s.sql, id);
         expect(stored?.result).toEqual(result);
         expect(stored?.attested).toEqual(attested);
+      });
+    });
+
+    describe('sequences', () => {
+      const enqueueAfter = (key: string, afterKey: string, extra: Partial<NewCommand> = {}) =>
+        s.transaction((tx) =>
+          s.queue.enqueue(tx, {
+            nodeId: s.nodeId,
+            kind: 'node.reboot',
+            payload: {},
+            key,
+            notAfter: hour(),
+            wake: { kind: 'workflow', key: 'wf_1' },
+            afterKey,
+            ...extra,
+          }),
+        );
+
+      it('keeps a command from its agent until the one it follows succeeded, and wakes only at the end', async () => {
+        const first = await enqueueReboot('boot-device');
+        const second = await enqueueAfter('power-cycle', 'boot-device');
+        expect(second).toMatchObject({ state: 'pending', afterKey: 'boot-device' });
+        await expect(s.succeed(second.id)).rejects.toMatchObject({ code: 'INVALID_STATE' });
+        await s.succeed(first.id);
+        // The command that follows will wake the waiter: the first one's success does not.
+        expect(await s.wakes()).toEqual([]);
+        expect(await s.succeed(second.id)).toMatchObject({ state: 'succeeded' });
+        expect(await s.wakes()).toEqual(['workflow/wf_1']);
+      });
+
+      it('cancels the rest of a sequence when a command in it fails, and wakes the waiter once', async () => {
+        const first = await enqueueReboot('boot-device');
+        await enqueueAfter('boot-entry', 'boot-device');
+        await enqueueAfter('power-cycle', 'boot-entry');
+        await s.fail(first.id, 'BMC unreachable');
+        for (const key of ['boot-entry', 'power-cycle']) {
+          expect(await s.queue.findByKey(s.sql, s.nodeId, key)).toMatchObject({
+            state: 'cancelled',
+            reason: 'after boot-device failed',
+          });
+        }
+        expect(await s.wakes()).toEqual(['workflow/wf_1']);
+      });
+
+      it('cancels the rest of a sequence with the reason its cancelled command was given', async () => {
+        const first = await enqueueReboot('boot-device');
+        await enqueueAfter('power-cycle', 'boot-device');
+        await s.transaction((tx) => s.queue.cancel(tx, first.id, 'workflow aborted'));
+        expect(await s.queue.findByKey(s.sql, s.nodeId, 'power-cycle')).toMatchObject({
+          state: 'cancelled',
+          reason: 'workflow aborted',
+        });
+      });
+
+      it('wakes on a failure only when asked to', async () => {
+        const quiet = await enqueueAfter('power-cycle', 'none-yet', { afterKey: undefined, wakeOn: 'failure' });
+        expect(quiet.wakeOn).toBe('failure');
+        await s.succeed(quiet.id);
+        expect(await s.wakes()).toEqual([]);
+        const loud = await enqueueAfter('power-off', 'none-yet', { afterKey: undefined, wakeOn: 'failure' });
+        await s.fail(loud.id, 'BMC unreachable');
+        expect(await s.wakes()).toEqual(['workflow/wf_1']);
+      });
+
+      it('refuses a command that follows itself and an unknown wakeOn, with the path', async () => {
+        const base = { nodeId: s.nodeId, kind: 'node.reboot', payload: {}, key: 'k', notAfter: hour() };
+        for (const [change, path] of [
+          [{ afterKey: 'k' }, ['afterKey']],
+          [{ afterKey: '' }, ['afterKey']],
+          [{ wakeOn: 'success' }, ['wakeOn']],
+        ] as const) {
+          await expect(
+            s.transaction((tx) => s.queue.enqueue(tx, { ...base, ...(change as Partial<NewCommand>) })),
+          ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { path } });
+        }
       });
     });
 

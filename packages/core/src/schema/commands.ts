@@ -28,6 +28,10 @@ export const commands = pgTable(
     // A work item queued in the transaction that settles the command, so its waiter reacts at once.
     wakeKind: text('wake_kind'),
     wakeKey: text('wake_key'),
+    // 'failure': only a failed, rejected, expired or cancelled end queues the wake (null: any end does).
+    wakeOn: text('wake_on'),
+    // Held back from its agent until the command under this key on the same node has succeeded; cancelled with it.
+    afterKey: text('after_key'),
     result: bytea('result'),
     attested: jsonb('attested'),
     reason: text('reason'),
@@ -41,6 +45,8 @@ export const commands = pgTable(
     index('commands_node_state_idx').on(t.nodeId, t.state),
     index('commands_open_idx').on(t.notAfter).where(sql`state IN ('pending', 'dispatched', 'acked', 'running')`),
     // A workflow step's commands, whatever agent they went to: what the engine's claim preloads for the step in flight.
+    // The commands waiting for one (a sequence): found when that one ends.
+    index('commands_after_idx').on(t.nodeId, t.afterKey).where(sql`after_key IS NOT NULL`),
     index('commands_workflow_step_idx').on(t.workflowId, t.stepId).where(sql`workflow_id IS NOT NULL`),
   ],
 );

@@ -395,6 +395,29 @@ export function defineCommandQueueConformance(create: () => Promise<ScratchDatab
       expect(await has()).toBe(false);
     });
 
+    it('polls a command of a sequence only once the one it follows succeeded, and says so beforehand', async () => {
+      const first = await enqueueReboot('boot-device');
+      const second = await db.transaction((tx) =>
+        queue.enqueue(tx, {
+          nodeId,
+          kind: 'node.reboot',
+          payload: {},
+          key: 'power-cycle',
+          afterKey: 'boot-device',
+          notAfter: new Date(clock.now().getTime() + 3_600_000),
+        }),
+      );
+      const poll = () => db.transaction((tx) => queue.pollCommands(tx, { nodeId }));
+      expect((await poll()).map((c) => c.key)).toEqual(['boot-device']);
+      await db.transaction((tx) => queue.ackCommand(tx, { nodeId, commandId: first.id }));
+      await db.transaction((tx) => queue.startCommand(tx, { nodeId, commandId: first.id }));
+      expect(await queue.hasCommandsToPoll(db, { nodeId })).toBe(false);
+      expect(await poll()).toEqual([]);
+      await db.transaction((tx) => queue.completeCommand(tx, { nodeId, commandId: first.id }));
+      expect(await queue.hasCommandsToPoll(db, { nodeId })).toBe(true);
+      expect((await poll()).map((c) => [c.id, c.state])).toEqual([[second.id, 'dispatched']]);
+    });
+
     it('respects the poll limit and refuses one out of range', async () => {
       for (const key of ['a', 'b', 'c']) await enqueueReboot(key);
       const two = await db.transaction((tx) => queue.pollCommands(tx, { nodeId, limit: 2 }));

@@ -105,6 +105,28 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       expect(after.commands).toEqual([{ id: result.commandId, key: 'k1' }]);
     });
 
+    it('writes a sequence of commands in the one statement, in order, or none of them when stale', async () => {
+      const sequence = [
+        command('test.ping', 'boot-device'),
+        { ...command('test.ping', 'power-cycle'), afterKey: 'boot-device' },
+      ];
+      const stale = await commit(ctx(), { changes: [bump(7)], commands: sequence });
+      expect(stale.status).toBe('stale');
+      expect((await state()).commands).toEqual([]);
+      const result = await commit(ctx(), { changes: [bump(1)], commands: sequence });
+      expect(result.status).toBe('committed');
+      if (result.status !== 'committed') return;
+      expect(result.commandIds).toHaveLength(2);
+      const { rows } = await db.query<{ id: string; key: string; after_key: string | null }>(
+        'SELECT id, key, after_key FROM commands ORDER BY key',
+      );
+      expect(rows).toEqual([
+        { id: result.commandIds?.[0], key: 'boot-device', after_key: null },
+        { id: result.commandIds?.[1], key: 'power-cycle', after_key: 'boot-device' },
+      ]);
+      expect(result.commandId).toBe(result.commandIds?.[0]);
+    });
+
     it('writes nothing when the first change writes nothing (stale)', async () => {
       const result = await commit(ctx(), {
         changes: [bump(7), note('hello')],

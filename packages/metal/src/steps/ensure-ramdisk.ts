@@ -2,7 +2,8 @@ import { ComputeError, field, manifest } from '@better-compute/core';
 import type { StagedWrite } from '@better-compute/core/kernel';
 import { getNode } from '@better-compute/core/nodes';
 import {
-  awaitCommand,
+  type AwaitCommandInput,
+  awaitCommands,
   defineStep,
   isStepNotReady,
   type StepContext,
@@ -10,7 +11,7 @@ import {
   stepNotReady,
 } from '@better-compute/provision';
 import { sentCommand } from './machine-read';
-import { invokeDriver, type MetalMachine, machineForStep, RELAYED_COMMAND_POLL_MS, siteRelayAgent } from './relay';
+import { driverCommand, type MetalMachine, machineForStep, siteRelayAgent } from './relay';
 
 /** How long the join token of a ramdisk boot entry lives, unless the profile step says otherwise: one hour. */
 export const RAMDISK_TOKEN_TTL_SECONDS = 3_600;
@@ -128,38 +129,51 @@ async function mintBootTokens(
 }
 
 /**
- * The boot entries, find before create: an entry already sent under its key (`boot-entry:<mac>`, found by the
- * machine's read) is only waited for, first, so one that failed fails the step before anything is minted; the
- * missing ones get their tokens minted together, then each is sent. Throws `stepNotReady` while any is open.
+ * The boot entries of the sequence, one per MAC (`site.bootEntry { mac, mode: 'ramdisk', tokenRef }` under
+ * `boot-entry:<mac>`): an entry the machine's read found already sent is only waited for; the missing ones get their
+ * tokens minted together, each token written by the statement that sends its entry.
  */
-async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId: string, ttl: number) {
+async function bootEntries(
+  ctx: StepContext,
+  machine: MetalMachine,
+  agentNodeId: string,
+  ttl: number,
+): Promise<AwaitCommandInput[]> {
   const macs = machine.macs ?? [];
   const found = new Map(macs.map((mac) => [mac, sentCommand(ctx, machine, agentNodeId, `boot-entry:${mac}`)]));
-  let open = false;
-  const entry = async (mac: string, token: BootToken | undefined) => {
+  const tokens = await mintBootTokens(
+    ctx,
+    machine,
+    agentNodeId,
+    macs.filter((mac) => !found.get(mac)),
+    ttl,
+  );
+  return macs.map((mac) => {
     const command = found.get(mac);
-    try {
-      await awaitCommand(ctx, {
-        nodeId: agentNodeId,
-        kind: 'site.bootEntry',
-        key: `boot-entry:${mac}`,
-        targetNodeId: machine.nodeId,
-        payload: { mac, mode: 'ramdisk', ...(token ? { tokenRef: token.ref } : {}) },
-        pollMs: RELAYED_COMMAND_POLL_MS,
-        ...(token?.write ? { with: token.write } : {}),
-        ...(command === undefined ? {} : { found: command }),
-      });
-    } catch (error) {
-      if (!isStepNotReady(error)) throw error;
-      open = true;
-    }
-  };
-  for (const mac of macs) if (found.get(mac)) await entry(mac, undefined);
-  const missing = macs.filter((mac) => !found.get(mac));
-  const tokens = await mintBootTokens(ctx, machine, agentNodeId, missing, ttl);
-  // The missing entries are sent at once: each is its own statement, and the power cycle waits for them all.
-  await Promise.all(missing.map((mac) => entry(mac, tokens.get(mac))));
-  if (open) throw stepNotReady(RELAYED_COMMAND_POLL_MS);
+    const token = tokens.get(mac);
+    return {
+      nodeId: agentNodeId,
+      kind: 'site.bootEntry',
+      key: `boot-entry:${mac}`,
+      targetNodeId: machine.nodeId,
+      payload: { mac, mode: 'ramdisk', ...(token ? { tokenRef: token.ref } : {}) },
+      pollMs: RAMDISK_WAIT_MS,
+      ...(token?.write ? { with: token.write } : {}),
+      ...(command === undefined ? {} : { found: command }),
+    };
+  });
+}
+
+/**
+ * Whether the sequence's power cycle was under way (given to the site agent, not settled) before `connectedAt`, with
+ * every command before it succeeded, as this run's read found them: then a ramdisk joining at `connectedAt` booted
+ * from this sequence, whether or not the BMC's answer is in.
+ */
+function cycledBefore(sequence: readonly AwaitCommandInput[], connectedAt: Date): boolean {
+  const cycle = sequence.at(-1)?.found;
+  if (!cycle || !['dispatched', 'acked', 'running'].includes(cycle.state)) return false;
+  if (cycle.createdAt.getTime() > connectedAt.getTime()) return false;
+  return sequence.slice(0, -1).every((command) => command.found?.state === 'succeeded');
 }
 
 /**
@@ -168,7 +182,9 @@ async function bootEntries(ctx: StepContext, machine: MetalMachine, agentNodeId:
  * `management.setBootDevice { device: 'pxe', persistent: false }`, key `:boot-device`), a boot entry per MAC
  * (`site.bootEntry { mac, mode: 'ramdisk', tokenRef }` to the same site agent, key `:boot-entry:<mac>`, each with a
  * fresh single-use `node` join token bound to the machine and expecting that MAC), and a power cycle (`driver.invoke`
- * `power.setPower { action: 'cycle' }`, key `:power-cycle`). Then it waits (`stepNotReady`) until the machine's
+ * `power.setPower { action: 'cycle' }`, key `:power-cycle`), in that order as one sequence (`awaitCommands`): sent
+ * together by one statement, given to the site agent one after the other as each succeeds, the rest cancelled when one
+ * fails. Then it waits (`stepNotReady`) until the machine's
  * agent is connected in role `ramdisk`, having connected after the workflow started, deletes the secrets that held the
  * boot entries' tokens (`ctx.secrets.delete`, when the broker has it), and returns `{ bootId, connectedAt, macs }`.
  * Needs `ctx.pki` and `ctx.secrets` (INVALID_CONFIG without them) and at least one MAC (INVALID_STATE).
@@ -208,25 +224,36 @@ export const ensureRamdisk = defineStep({
       });
     }
     const agentNodeId = await siteRelayAgent(ctx, machine, 'boot-device');
-    await invokeDriver(ctx, machine, {
+    // One sequence, sent together by one statement: the site agent is given each command once the one before it
+    // succeeded, and a failure cancels the rest. The power cycle's success runs nothing (the ramdisk's joining does);
+    // its failure, or any other's, runs the step again at once. Until all are done the step waits (stepNotReady).
+    const bootDevice = driverCommand(ctx, machine, agentNodeId, {
       operation: 'management.setBootDevice',
       input: { device: 'pxe', persistent: false },
       key: 'boot-device',
-      agentNodeId,
     });
-    await bootEntries(ctx, machine, agentNodeId, input.tokenTtlSeconds);
-    await invokeDriver(ctx, machine, {
+    const powerCycle = driverCommand(ctx, machine, agentNodeId, {
       operation: 'power.setPower',
       input: { action: 'cycle' },
       key: 'power-cycle',
-      agentNodeId,
+      wakeOn: 'failure',
     });
-    const since = machine.workflowStartedAt ?? new Date(0);
+    const sequence = [
+      { ...bootDevice, pollMs: RAMDISK_WAIT_MS },
+      ...(await bootEntries(ctx, machine, agentNodeId, input.tokenTtlSeconds)),
+      { ...powerCycle, pollMs: RAMDISK_WAIT_MS },
+    ];
     // Read with the machine, at the start of this run: a ramdisk that joins later wakes the workflow for another.
     const session = machine.session ?? null;
-    if (session?.role !== 'ramdisk' || session.connectedAt.getTime() < since.getTime()) {
-      throw stepNotReady(RAMDISK_WAIT_MS);
+    const since = machine.workflowStartedAt ?? new Date(0);
+    const joined = session?.role === 'ramdisk' && session.connectedAt.getTime() >= since.getTime();
+    try {
+      await awaitCommands(ctx, sequence);
+    } catch (error) {
+      // A BMC may report the cycle only after the machine is up: the ramdisk's joining since is the proof it booted.
+      if (!isStepNotReady(error) || !joined || !cycledBefore(sequence, session.connectedAt)) throw error;
     }
+    if (!joined) throw stepNotReady(RAMDISK_WAIT_MS);
     // The ramdisk joined: its single-use token is spent, and no boot entry needs the others any more.
     await deleteBootEntrySecrets(ctx, machine, macs);
     return {

@@ -1,6 +1,7 @@
 import { ComputeError, type Json } from '@better-compute/core';
 import { connectedSiteAgents } from '@better-compute/core/kernel';
 import {
+  type AwaitCommandInput,
   type AwaitedCommand,
   awaitCommand,
   type StepContext,
@@ -93,25 +94,36 @@ export async function siteRelayAgent(ctx: StepContext, machine: MetalMachine, fi
   throw stepNotReady(RELAY_POLL_MS);
 }
 
+/** One `driver.invoke` call of a relaying step: the operation, its input, the step-level key, and where it goes. */
+export interface DriverCall {
+  operation: string;
+  input: Json;
+  key: string;
+  agentNodeId?: string;
+  timeoutMs?: number;
+  /** Which ends run the step again at once (see `awaitCommand`'s `wakeOn`). */
+  wakeOn?: 'settle' | 'failure';
+}
+
 /**
- * Sends one `driver.invoke` for `operation` (`<concern>.<operation>`) to the machine's site agent and waits for it:
- * `{ operation, driver, input, bmc }` with `targetNodeId` the machine, under the step's key `wf:<id>:<step>#<n>:<key>`.
- * A machine read with `key` among its `keys` already holds the command: `awaitCommand` takes it from there.
+ * The `awaitCommand` input of one `driver.invoke` for `operation` (`<concern>.<operation>`) to `agentNodeId`:
+ * `{ operation, driver, input, bmc }` with `targetNodeId` the machine, under the step's key, with what the machine's
+ * read found under that key. For a step that sends several as a sequence (`awaitCommands`).
  *
  * @example
  * ```ts
- * await invokeDriver(ctx, machine, { operation: 'power.setPower', input: { action: 'cycle' }, key: 'power' });
+ * await awaitCommands(ctx, [driverCommand(ctx, machine, agentId, call), driverCommand(ctx, machine, agentId, next)]);
  * ```
  */
-export async function invokeDriver(
+export function driverCommand(
   ctx: StepContext,
   machine: MetalMachine,
-  call: { operation: string; input: Json; key: string; agentNodeId?: string; timeoutMs?: number },
-): Promise<AwaitedCommand> {
-  const agentNodeId = call.agentNodeId ?? (await siteRelayAgent(ctx, machine, call.key));
+  agentNodeId: string,
+  call: DriverCall,
+): AwaitCommandInput {
   const concern = call.operation.slice(0, call.operation.indexOf('.'));
   const found = sentCommand(ctx, machine, agentNodeId, call.key);
-  return awaitCommand(ctx, {
+  return {
     nodeId: agentNodeId,
     kind: 'driver.invoke',
     key: call.key,
@@ -125,7 +137,23 @@ export async function invokeDriver(
       bmc: bmcPayloadOf(machine.bmc),
     },
     ...(call.timeoutMs ? { timeoutMs: call.timeoutMs } : {}),
-  });
+    ...(call.wakeOn ? { wakeOn: call.wakeOn } : {}),
+  };
+}
+
+/**
+ * Sends one `driver.invoke` for `operation` (`<concern>.<operation>`) to the machine's site agent and waits for it:
+ * `{ operation, driver, input, bmc }` with `targetNodeId` the machine, under the step's key `wf:<id>:<step>#<n>:<key>`.
+ * A machine read with `key` among its `keys` already holds the command: `awaitCommand` takes it from there.
+ *
+ * @example
+ * ```ts
+ * await invokeDriver(ctx, machine, { operation: 'power.setPower', input: { action: 'cycle' }, key: 'power' });
+ * ```
+ */
+export async function invokeDriver(ctx: StepContext, machine: MetalMachine, call: DriverCall): Promise<AwaitedCommand> {
+  const agentNodeId = call.agentNodeId ?? (await siteRelayAgent(ctx, machine, call.key));
+  return awaitCommand(ctx, driverCommand(ctx, machine, agentNodeId, call));
 }
 
 /**

@@ -207,8 +207,8 @@ export async function issueJoinTokenSecret(
 
 /**
  * The token and secret of {@link issueJoinTokenSecret}, checked and prepared without the database, for the caller's
- * own commit: `write.changes` are the token's insert (`join_token`) and the secret's (`join_token_secret`, only with
- * the token), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist
+ * own commit: `write.changes` are the token's insert (`join_token_<id>`) and the secret's (`join_token_<id>_secret`,
+ * only with the token; named after the token, so that one commit can carry several), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist
  * (else the caller's commit writes nothing); `write.write(tx)` is {@link issueJoinTokenSecret}'s statement, with its
  * NOT_FOUND. Bad input throws at once (INVALID_INPUT), as minting does.
  *
@@ -228,9 +228,11 @@ export function stageJoinTokenSecret(
   const sealed = sealSecret(deps.key, ref, secretTenantId, prepared.token);
   const params = [...prepared.row, secretTenantId, ref, sealed];
   const [, tenantId, , , siteId, nodeId, , , , , now] = prepared.row;
+  // Named after the token, so one commit can carry several (a boot entry per MAC, sent together).
+  const tokenChange = `join_token_${prepared.id}`;
   const changes: CommitChange[] = [
     {
-      name: 'join_token',
+      name: tokenChange,
       sql: ({ bind, guard }) =>
         `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
       requires: ({ bind }) => {
@@ -240,8 +242,8 @@ export function stageJoinTokenSecret(
       },
     },
     {
-      name: 'join_token_secret',
-      sql: ({ bind }) => insertSecretSql('join_token', bind(ref), bind(secretTenantId), bind(sealed), bind(now)),
+      name: `${tokenChange}_secret`,
+      sql: ({ bind }) => insertSecretSql(tokenChange, bind(ref), bind(secretTenantId), bind(sealed), bind(now)),
     },
   ];
   const write = async (tx: SqlExecutor) =>

@@ -50,37 +50,51 @@ async function holdSendingStep(tx: SqlExecutor, command: NewCommand): Promise<vo
   }
 }
 
+/** One command a step sends, and what is written with it (a staged write such as the join token it references). */
+export interface StepSend {
+  readonly command: NewCommand;
+  readonly with_?: StagedWrite | undefined;
+}
+
+/** The commit of a group of sends: the step's gate, then what each carries, then the commands in order. */
+function sendCommit(sends: readonly [StepSend, ...StepSend[]]) {
+  const changes = [sendGate(sends[0].command), ...sends.flatMap((send) => send.with_?.changes ?? [])] as const;
+  return { changes, commands: sends.map((send) => send.command) };
+}
+
 /**
- * Sends a command now: in one statement (the command staged, fenced by the worker's lease) when the queue can stage
- * it; else (a command policy applies, its key got taken meanwhile, its node is missing, a queue without staging)
- * through `enqueue` in a transaction, which is find-before-create and runs the policies. What goes `with` the send
- * (a staged write, such as the join token a boot entry references) is written by the same statement or transaction,
- * and only when the command is sent by it (not when `enqueue` finds it sent). A refusal is thrown. Returns the command
- * when `enqueue` wrote or found it, undefined when the one statement wrote it (it is `pending`).
+ * Sends a step's commands now, together (one command, or a sequence whose later ones follow the earlier by
+ * `afterKey`): in one statement (the commands staged, fenced by the worker's lease) when the queue can stage them;
+ * else (a command policy applies, a key got taken meanwhile, the node is missing, a queue without staging) through
+ * `enqueue` in one transaction, in order, which is find-before-create and runs the policies. What goes `with` a
+ * command (a staged write, such as the join token a boot entry references) is written by the same statement or
+ * transaction, and only when the command is sent by it (not when `enqueue` finds it sent). A refusal is thrown.
+ * Returns the commands when `enqueue` wrote or found them, undefined when the one statement wrote them (`pending`).
  *
  * @example
  * ```ts
- * const found = await sendCommand(ctx, command);
+ * const found = await sendCommand(ctx, [{ command }]);
  * ```
  */
 export async function sendCommand(
   ctx: Pick<ModuleContext, 'sql' | 'clock' | 'commands' | 'events' | 'work' | 'item' | 'lease'>,
-  command: NewCommand,
-  with_?: StagedWrite,
-): Promise<Command | undefined> {
+  sends: readonly [StepSend, ...StepSend[]],
+): Promise<Command[] | undefined> {
   if ((ctx.commands as Partial<CommandStaging>).stage) {
-    const written = await commit(ctx, { changes: [sendGate(command), ...(with_?.changes ?? [])], command });
+    const written = await commit(ctx, sendCommit(sends));
     if (written.status === 'committed') return undefined;
     if (written.status === 'refused') throw written.error;
   }
   return ctx.sql.transaction(async (tx) => {
-    await holdSendingStep(tx, command);
-    if (!with_) return ctx.commands.enqueue(tx, command);
-    // Written only with a command this transaction creates: a command already under the key had its own.
-    const found = await ctx.commands.findByKey(tx, command.nodeId, command.key);
-    if (found) return found;
-    await with_.write(tx);
-    return ctx.commands.enqueue(tx, command);
+    await holdSendingStep(tx, sends[0].command);
+    const sent: Command[] = [];
+    for (const { command, with_ } of sends) {
+      // Written only with a command this transaction creates: a command already under the key had its own.
+      const found = with_ ? await ctx.commands.findByKey(tx, command.nodeId, command.key) : undefined;
+      if (!found) await with_?.write(tx);
+      sent.push(found ?? (await ctx.commands.enqueue(tx, command)));
+    }
+    return sent;
   });
 }
 
@@ -102,22 +116,23 @@ export type GateFinish = 'requeued' | 'sent' | 'none' | { readonly refused: Comp
  * ```
  */
 export class RunGate {
-  #held: { command: NewCommand; with_: StagedWrite | undefined } | undefined;
+  #held: readonly [StepSend, ...StepSend[]] | undefined;
   #writing: Promise<void> = Promise.resolve();
   #closed = false;
 
   constructor(private readonly ctx: ModuleContext) {}
 
   /**
-   * Holds `command` (already the step's own, checked) as the run's last send; false when it must be sent now. A send
-   * held before it is written first (sends made at once, as `Promise.all` makes them, keep their order).
+   * Holds `sends` (the step's own commands, checked: one, or a sequence) as the run's last send; false when they must
+   * be sent now. A send held before it is written first (sends made at once, as `Promise.all` makes them, keep their
+   * order).
    */
-  async hold(command: NewCommand, with_?: StagedWrite): Promise<boolean> {
+  async hold(sends: readonly [StepSend, ...StepSend[]]): Promise<boolean> {
     // Only a queue that stages can put the send into one statement with the requeue.
     if (this.#closed || !(this.ctx.commands as Partial<CommandStaging>).stage) return false;
     // Synchronous from here on: two sends made at once must not both see nothing held.
     if (this.#held) this.#chain(this.#held);
-    this.#held = { command, with_ };
+    this.#held = sends;
     return true;
   }
 
@@ -130,9 +145,9 @@ export class RunGate {
 
   // Queues a send's write after those before it. The chain is marked handled: a failed write is reported to whoever
   // waits on it (the run's next statement, `finish`), never as an unhandled rejection.
-  #chain(held: { command: NewCommand; with_: StagedWrite | undefined }): void {
+  #chain(held: readonly [StepSend, ...StepSend[]]): void {
     const next = this.#writing.then(async () => {
-      await sendCommand(this.ctx, held.command, held.with_);
+      await sendCommand(this.ctx, held);
     });
     next.catch(() => undefined);
     this.#writing = next;
@@ -163,15 +178,13 @@ export class RunGate {
     this.close();
     if (refused) return { refused };
     if (!held) return 'none';
-    const { command, with_ } = held;
     try {
       if (requeueAt !== undefined) {
-        const changes = [sendGate(command), ...(with_?.changes ?? [])] as const;
-        const written = await commit(this.ctx, { changes, command, requeue: requeueAt });
+        const written = await commit(this.ctx, { ...sendCommit(held), requeue: requeueAt });
         if (written.status === 'committed') return written.requeued ? 'requeued' : 'sent';
         if (written.status === 'refused') return { refused: written.error };
       }
-      await sendCommand(this.ctx, command, with_);
+      await sendCommand(this.ctx, held);
       return 'sent';
     } catch (error) {
       if (isComputeError(error)) return { refused: error };

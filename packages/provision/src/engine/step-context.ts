@@ -11,7 +11,7 @@ import type { CommandStaging, StagedWrite } from '@better-compute/core/kernel';
 import type { StepContext, StepPreloads } from '../define/types';
 import { WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
-import type { RunGate } from './run-gate';
+import type { RunGate, StepSend } from './run-gate';
 
 /**
  * The command queue a step sees: every command it enqueues (or stages for a one-statement send) carries the workflow,
@@ -64,7 +64,14 @@ function stepCommands(
     enqueue: async (tx, command) => commands.enqueue(tx, own(command)),
     // Staging checks the same and adds the same, so a send that commits by one statement is the enqueue it replaces.
     ...(stage ? { stage: async (command: NewCommand) => stage(own(command)) } : {}),
-    ...(gate ? { hold: async (command: NewCommand, with_?: StagedWrite) => gate.hold(own(command), with_) } : {}),
+    ...(gate
+      ? {
+          hold: async (sends: readonly [StepSend, ...StepSend[]]) => {
+            const [first, ...rest] = sends.map((send) => ({ command: own(send.command), with_: send.with_ }));
+            return gate.hold([first as StepSend, ...rest]);
+          },
+        }
+      : {}),
     ...(preloaded ? { preloaded } : {}),
   };
 }
@@ -76,10 +83,10 @@ function stepCommands(
 export type StepCommandQueue = CommandQueue &
   Partial<CommandStaging> & {
     /**
-     * Holds `command` (and what is written with it) to be written by the run's next statement or its end; false when
-     * it must be sent now.
+     * Holds the sends (one command, or a sequence, each with what is written with it) to be written by the run's next
+     * statement or its end; false when they must be sent now.
      */
-    hold?: (command: NewCommand, with_?: StagedWrite) => Promise<boolean>;
+    hold?: (sends: readonly [StepSend, ...StepSend[]]) => Promise<boolean>;
     /**
      * The command under the full `key` on `nodeId` as the claim read it (null: it read none), when the run's
      * preloads hold this attempt's commands and the run has not sent under that key since; else undefined.

@@ -1,8 +1,8 @@
-import { type Command, ComputeError, type Json, type NewCommand } from '@better-compute/core';
+import { type Command, ComputeError, type ErrorPath, type Json, type NewCommand } from '@better-compute/core';
 import { addMs, isCommandDue, type StagedWrite } from '@better-compute/core/kernel';
 import type { StepContext } from '../define/types';
 import { ENGINE_DEFAULTS } from '../engine/constants';
-import { sendCommand } from '../engine/run-gate';
+import { type StepSend, sendCommand } from '../engine/run-gate';
 import type { StepCommandQueue } from '../engine/step-context';
 import { stepNotReady } from '../engine/step-not-ready';
 import { stepCommandKey } from './step-command-key';
@@ -38,6 +38,12 @@ export interface AwaitCommandInput {
    * exactly when the command does. Not written when the command is found already sent.
    */
   with?: StagedWrite;
+  /**
+   * Which ends of the command run the step again at once: any (`'settle'`, the default) or only a failure
+   * (`'failure'`), for a command whose success alone lets the step finish nothing (a power cycle before waiting for
+   * the machine's agent to join, which queues the workflow itself). The step still sees the success on its next run.
+   */
+  wakeOn?: 'settle' | 'failure';
 }
 
 /** A succeeded command as {@link awaitCommand} returns it: the agent's raw result bytes and its signed claim. */
@@ -56,15 +62,70 @@ function commandEnded(command: Command): ComputeError {
   });
 }
 
+function positiveMs(value: number, path: ErrorPath, name: string): number {
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new ComputeError('INVALID_INPUT', `${name} must be a positive whole number of milliseconds`, {
+      details: { path },
+    });
+  }
+  return value;
+}
+
+/** One command of a step as awaitCommand(s) judge it: its full key, the command as found (null: none), its send. */
+interface Looked {
+  key: string;
+  pollMs: number;
+  command: Command | null;
+  send: (afterKey: string | undefined) => StepSend;
+}
+
+/** Checks `input` (paths under `at`) and finds its command: what the step read, the claim read, or a lookup. */
+async function lookUp(ctx: StepContext, input: AwaitCommandInput, at: ErrorPath): Promise<Looked> {
+  const key = stepCommandKey(ctx, input.key);
+  const timeoutMs = positiveMs(
+    input.timeoutMs ?? ENGINE_DEFAULTS.awaitCommandTimeoutMs,
+    [...at, 'timeoutMs'],
+    'timeoutMs',
+  );
+  const pollMs = positiveMs(input.pollMs ?? ENGINE_DEFAULTS.commandStepPollMs, [...at, 'pollMs'], 'pollMs');
+  let command =
+    input.found !== undefined ? input.found : (ctx.commands as StepCommandQueue).preloaded?.(input.nodeId, key);
+  if (command === undefined) command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
+  // What the step read may be open past its deadline: the queue's own read expires it (lazy expiry, as findByKey).
+  if (command && isCommandDue(command, ctx.clock.now())) {
+    command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
+  }
+  const send = (afterKey: string | undefined): StepSend => {
+    const destructive = ctx.commandKinds.get(input.kind)?.definition.destructive === true;
+    const command: NewCommand = {
+      nodeId: input.nodeId,
+      kind: input.kind,
+      payload: input.payload,
+      key,
+      notAfter: addMs(ctx.clock.now(), timeoutMs),
+      ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
+      ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
+      ...(input.wakeOn === 'failure' ? { wakeOn: 'failure' as const } : {}),
+      ...(afterKey ? { afterKey } : {}),
+    };
+    return { command, with_: input.with };
+  };
+  return { key, pollMs, command: command ?? null, send };
+}
+
 /**
- * Sends a command absent a moment ago: held by the engine to be written with the end of the pass (its requeue in the
- * same statement) or by the run's next statement, when it can; else now (see `sendCommand`). Undefined when it is
- * held or one statement wrote it (it is `pending`).
+ * Sends commands absent a moment ago, together: held by the engine to be written with the end of the pass (its
+ * requeue in the same statement) or by the run's next statement, when it can; else now (see `sendCommand`). Undefined
+ * when they are held or one statement wrote them (they are `pending`).
  */
-async function send(ctx: StepContext, command: NewCommand, with_?: StagedWrite): Promise<Command | undefined> {
+async function send(ctx: StepContext, sends: readonly [StepSend, ...StepSend[]]): Promise<Command[] | undefined> {
   const queue = ctx.commands as StepCommandQueue;
-  if (queue.hold && (await queue.hold(command, with_))) return undefined;
-  return sendCommand(ctx, command, with_);
+  if (queue.hold && (await queue.hold(sends))) return undefined;
+  return sendCommand(ctx, sends);
+}
+
+function awaited(command: Command): AwaitedCommand {
+  return { commandId: command.id, result: command.result, attested: command.attested };
 }
 
 /**
@@ -80,45 +141,66 @@ async function send(ctx: StepContext, command: NewCommand, with_?: StagedWrite):
  * ```
  */
 export async function awaitCommand(ctx: StepContext, input: AwaitCommandInput): Promise<AwaitedCommand> {
-  const key = stepCommandKey(ctx, input.key);
-  const timeoutMs = input.timeoutMs ?? ENGINE_DEFAULTS.awaitCommandTimeoutMs;
-  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
-    throw new ComputeError('INVALID_INPUT', 'timeoutMs must be a positive whole number of milliseconds', {
-      details: { path: ['timeoutMs'] },
-    });
-  }
-  const pollMs = input.pollMs ?? ENGINE_DEFAULTS.commandStepPollMs;
-  if (!Number.isInteger(pollMs) || pollMs <= 0) {
-    throw new ComputeError('INVALID_INPUT', 'pollMs must be a positive whole number of milliseconds', {
-      details: { path: ['pollMs'] },
-    });
-  }
-  // What the step read, else what the claim read for this run (see StepPreloads), else a lookup of its own.
-  let command =
-    input.found !== undefined ? input.found : (ctx.commands as StepCommandQueue).preloaded?.(input.nodeId, key);
-  if (command === undefined) command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
-  // What the step read may be open past its deadline: the queue's own read expires it (lazy expiry, as findByKey).
-  if (command && isCommandDue(command, ctx.clock.now())) {
-    command = await ctx.commands.findByKey(ctx.sql, input.nodeId, key);
-  }
+  const looked = await lookUp(ctx, input, []);
+  let command = looked.command;
   if (!command) {
-    const destructive = ctx.commandKinds.get(input.kind)?.definition.destructive === true;
-    command = await send(
-      ctx,
-      {
-        nodeId: input.nodeId,
-        kind: input.kind,
-        payload: input.payload,
-        key,
-        notAfter: addMs(ctx.clock.now(), timeoutMs),
-        ...(destructive && ctx.batchId ? { batchId: ctx.batchId } : {}),
-        ...(input.targetNodeId ? { targetNodeId: input.targetNodeId } : {}),
-      },
-      input.with,
-    );
-    if (!command) throw stepNotReady(pollMs);
+    const found = await send(ctx, [looked.send(undefined)]);
+    if (!found?.[0]) throw stepNotReady(looked.pollMs);
+    command = found[0];
   }
-  if (OPEN.has(command.state)) throw stepNotReady(pollMs);
+  if (OPEN.has(command.state)) throw stepNotReady(looked.pollMs);
   if (command.state !== 'succeeded') throw commandEnded(command);
-  return { commandId: command.id, result: command.result, attested: command.attested };
+  return awaited(command);
+}
+
+/**
+ * Find-before-create for a sequence of a step's commands to one node (a one-time boot device, a boot entry, a power
+ * cycle), each under its own `key`: the ones absent are sent together, by one statement, each following the one
+ * before it (`afterKey`), so the agent is given each only once the one before it succeeded, and a failure cancels the
+ * rest; a command that succeeds with another following it does not run the step again (the last one's end does).
+ * Returns every command's `{ commandId, result, attested }` once all succeeded; throws `stepNotReady` (the first
+ * input's `pollMs`) while any is open, and the first failed, rejected, expired or cancelled one's `DRIVER_ERROR`, in
+ * order. A re-run finds what was sent by key and sends only what is missing. Commands for different nodes are
+ * INVALID_INPUT (`details.path: [i, 'nodeId']`); so is an empty list.
+ *
+ * @example
+ * ```ts
+ * const [, , cycled] = await awaitCommands(ctx, [bootDevice, bootEntry, { ...powerCycle, wakeOn: 'failure' }]);
+ * ```
+ */
+export async function awaitCommands(ctx: StepContext, inputs: readonly AwaitCommandInput[]): Promise<AwaitedCommand[]> {
+  const [head] = inputs;
+  if (!head) {
+    throw new ComputeError('INVALID_INPUT', 'awaitCommands needs at least one command', { details: { path: [] } });
+  }
+  for (const [index, input] of inputs.entries()) {
+    if (input.nodeId !== head.nodeId) {
+      throw new ComputeError('INVALID_INPUT', 'the commands of one sequence go to one node', {
+        details: { path: [index, 'nodeId'] },
+      });
+    }
+  }
+  const looked = await Promise.all(inputs.map((input, index) => lookUp(ctx, input, [index])));
+  const results: AwaitedCommand[] = [];
+  const missing: StepSend[] = [];
+  // The key the next command must follow: the one before it, while that one has not succeeded.
+  let follow: string | undefined;
+  for (const one of looked) {
+    const { command } = one;
+    if (!command) {
+      missing.push(one.send(follow));
+      follow = one.key;
+    } else if (OPEN.has(command.state)) {
+      follow = one.key;
+    } else if (command.state !== 'succeeded') {
+      throw commandEnded(command);
+    } else {
+      results.push(awaited(command));
+      follow = undefined;
+    }
+  }
+  const [first, ...rest] = missing;
+  if (first) await send(ctx, [first, ...rest]);
+  if (results.length < looked.length) throw stepNotReady(looked[0]?.pollMs ?? ENGINE_DEFAULTS.commandStepPollMs);
+  return results;
 }

@@ -11,6 +11,7 @@ import {
   type AgentRole,
   type AgentSession,
   closeAgentSession,
+  DISPATCHABLE_SQL,
   openAgentSession,
   systemClock,
   touchAgentSession,
@@ -183,12 +184,13 @@ async function siteCommand(command: Command): Promise<SimOutcome> {
   return { outcome: 'reject', reason: `the bench's site agent does not implement ${command.kind}` };
 }
 
-// The bulk poller: what every agent's pollCommands does (pending → dispatched), for every node at once, through a
-// partial index on pending commands the run adds to its scratch database.
+// The bulk poller: what every agent's pollCommands does (pending → dispatched, a command of a sequence only once the
+// one before it succeeded), for every node at once, through a partial index on pending commands the run adds to its
+// scratch database.
 const POLL_SQL = `
 UPDATE commands c SET state = 'dispatched', dispatched_at = $1, updated_at = $1
 FROM (
-  SELECT id FROM commands WHERE state = 'pending' AND not_after >= $1
+  SELECT id FROM commands c WHERE state = 'pending' AND not_after >= $1 AND ${DISPATCHABLE_SQL}
   ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ) p
 WHERE c.id = p.id

@@ -102,7 +102,7 @@ const COMMAND_ID = /^cmd_[0-9A-Za-z]+$/;
 
 /**
  * The command ids among a statement's parameters, when the statement inserts commands: a parameter that is an id, or
- * a staged command (JSON with an `id`, as core's `commit` binds it).
+ * staged commands (JSON with an `id`, or an array of them, as core's `commit` binds them).
  */
 function commandIds(facts: TextFacts, params: readonly unknown[] | undefined): string[] {
   if (!facts.insertsCommand || !params) return [];
@@ -110,9 +110,12 @@ function commandIds(facts: TextFacts, params: readonly unknown[] | undefined): s
   for (const param of params) {
     if (typeof param !== 'string') continue;
     if (COMMAND_ID.test(param)) ids.push(param);
-    else if (param.startsWith('{') && param.includes('"id":"cmd_')) {
-      const id = (JSON.parse(param) as { id?: unknown }).id;
-      if (typeof id === 'string' && COMMAND_ID.test(id)) ids.push(id);
+    else if ((param.startsWith('{') || param.startsWith('[')) && param.includes('"id":"cmd_')) {
+      // One staged command, or several (core's commit binds a sequence as an array).
+      const parsed = JSON.parse(param) as { id?: unknown } | { id?: unknown }[];
+      for (const { id } of Array.isArray(parsed) ? parsed : [parsed]) {
+        if (typeof id === 'string' && COMMAND_ID.test(id)) ids.push(id);
+      }
     }
   }
   return ids;

@@ -63,7 +63,12 @@ const EXPIRED_REASON = 'notAfter passed';
 /**
  * Whether the command row `c` may go to its agent: it follows no command, or the one it follows (same node, its
  * `after_key`) has succeeded. Judged when polled, not when that one succeeds, so a command enqueued after its
- * predecessor's success is never held back.
+ * predecessor's success is never held back. For an agent front that picks commands up with SQL of its own.
+ *
+ * @example
+ * ```ts
+ * const sql = `SELECT * FROM commands c WHERE c.node_id = $1 AND c.state = 'pending' AND ${DISPATCHABLE_SQL}`;
+ * ```
  */
 export const DISPATCHABLE_SQL = `(c.after_key IS NULL OR EXISTS (SELECT 1 FROM commands p
   WHERE p.node_id = c.node_id AND p.key = c.after_key AND p.state = 'succeeded'))`;

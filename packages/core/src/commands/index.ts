@@ -1,5 +1,5 @@
 export { MAX_COMMAND_REASON_LENGTH } from './command-input';
-export { createCommandQueue, expireDueCommands, isCommandDue, MAX_POLL_LIMIT } from './command-queue';
+export { createCommandQueue, DISPATCHABLE_SQL, expireDueCommands, isCommandDue, MAX_POLL_LIMIT } from './command-queue';
 export { type CommandRow, commandFromJson, commandJsonSql, toCommand } from './command-rows';
 export { createCommandKindRegistry, isCommandKindName } from './kind-registry';
 export type { StagedCommand } from './staged-command';

@@ -1,6 +1,6 @@
 import { type StagedCommand, stagedCommandInsertSql, stagedCommandParam } from '../commands/staged-command';
 import { COMMANDS_CHANNEL, type CommandQueue, type CommandStaging, type NewCommand } from '../commands/types';
-import { type ComputeError, isComputeError } from '../errors';
+import { ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
 import type { EventBus, EventStaging, NewEvent, StagedEvent } from '../events/types';
 import { type Bind, bindParams } from '../sql/bind-params';
@@ -30,7 +30,8 @@ export interface CommitChangeInput {
  * A module's own write, one data-modifying CTE of the commit's statement (its name is the CTE's). The first change of
  * a commit is its gate: it must return a row (`RETURNING …`) when it wrote, and the rest of the commit (the other
  * changes, the command, the requeue, the events) is written only then. A change guards itself (a revision, a label
- * check) in its own `WHERE`.
+ * check) in its own `WHERE`, and refers to no other change by name: a name two changes share (a staged write carried
+ * twice) is numbered for the second (`name_2`).
  *
  * @example
  * ```ts
@@ -166,6 +167,25 @@ interface Sending {
   nodeIds: string[];
 }
 
+/**
+ * The CTE name of each change: its own, checked, and for a name taken by an earlier change of the commit (a staged
+ * write carried twice, as two boot entries' tokens) the name numbered (`join_token_2`), the same for the same commit
+ * shape so the statement's text repeats. A change never refers to another by name, only through its guard.
+ */
+function changeNames(changes: readonly CommitChange[]): string[] {
+  const seen = new Map<string, number>();
+  const names = changes.map((change) => {
+    checkChangeName(change.name);
+    const count = (seen.get(change.name) ?? 0) + 1;
+    seen.set(change.name, count);
+    return count === 1 ? change.name : `${change.name}_${count}`;
+  });
+  if (new Set(names).size !== names.length) {
+    throw new ComputeError('INTERNAL', `a commit's change names collide once numbered: ${names.join(', ')}`);
+  }
+  return names;
+}
+
 function build(
   ctx: CommitContext,
   request: CommitRequest,
@@ -197,12 +217,11 @@ function build(
   }
   // A change's requirements hold the gate: the commit writes all of its changes or none.
   for (const change of request.changes) if (change.requires) gateConditions.push(`(${change.requires({ bind })})`);
-  const [gate] = request.changes;
-  const written = `EXISTS (SELECT 1 FROM ${gate.name})`;
+  const names = changeNames(request.changes);
+  const written = `EXISTS (SELECT 1 FROM ${names[0]})`;
   for (const [index, change] of request.changes.entries()) {
-    checkChangeName(change.name);
     const guard = index === 0 ? gateConditions.join(' AND ') || 'TRUE' : written;
-    parts.push(`${change.name} AS (${change.sql({ bind, guard, commandId: command?.ids[0] })})`);
+    parts.push(`${names[index]} AS (${change.sql({ bind, guard, commandId: command?.ids[0] })})`);
   }
   // Whether the staged command was written: its notification (its node id on COMMANDS_CHANNEL) then wakes its agent's
   // long poll, sent after the commit (see sendNotifications for why not in the statement).
@@ -244,8 +263,8 @@ function build(
   }
   const held = lease ? 'EXISTS (SELECT 1 FROM fence)' : 'TRUE';
   const text = `WITH ${parts.join(',\n')}
-SELECT (SELECT count(*) FROM ${gate.name})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}${finished}g.*
-FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${gate.name} LIMIT 1) g ON TRUE`;
+SELECT (SELECT count(*) FROM ${names[0]})::int AS commit_written, ${held} AS commit_held, ${woken}${notified}${finished}g.*
+FROM (SELECT 1) AS commit_one LEFT JOIN LATERAL (SELECT * FROM ${names[0]} LIMIT 1) g ON TRUE`;
   return {
     text,
     params,

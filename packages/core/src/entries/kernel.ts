@@ -44,6 +44,7 @@ export {
   commandFromJson,
   commandJsonSql,
   createCommandKindRegistry,
+  DISPATCHABLE_SQL,
   isCommandDue,
   isCommandKindName,
   isTerminalCommandState,

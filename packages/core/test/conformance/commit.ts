@@ -299,6 +299,27 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       expect(rows).toEqual([{ kind: 'owner', key: 'n_1' }]);
     });
 
+    it('numbers a change name taken twice, writing both, by the same text for the same shape', async () => {
+      const texts: string[] = [];
+      const seen: SqlExecutor = {
+        query: (text, params) => {
+          texts.push(text);
+          return db.query(text, params);
+        },
+        transaction: (fn) => db.transaction(fn),
+      };
+      for (const [revision, words] of [
+        [1, ['one', 'two']],
+        [2, ['three', 'four']],
+      ] as const) {
+        const result = await commit(ctx(seen), { changes: [bump(revision), note(words[0]), note(words[1])] });
+        expect(result.status).toBe('committed');
+      }
+      expect((await state()).notes.sort()).toEqual(['four', 'one', 'three', 'two']);
+      expect(texts[0]).toMatch(/note_2 AS \(/);
+      expect(texts[1]).toBe(texts[0]);
+    });
+
     it('refuses a change named like one of its own parts', async () => {
       const error = await commit(ctx(), { changes: [{ ...bump(1), name: 'fence' }] }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ComputeError);

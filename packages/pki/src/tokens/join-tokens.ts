@@ -207,8 +207,8 @@ export async function issueJoinTokenSecret(
 
 /**
  * The token and secret of {@link issueJoinTokenSecret}, checked and prepared without the database, for the caller's
- * own commit: `write.changes` are the token's insert (`join_token_<id>`) and the secret's (`join_token_<id>_secret`,
- * only with the token; named after the token, so that one commit can carry several), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist
+ * own commit: `write.changes` are the token's insert (`join_token`) and the secret's (`join_token_secret`, written by
+ * the same guard, so both or neither; neither names the other, so one commit can carry several tokens), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist
  * (else the caller's commit writes nothing); `write.write(tx)` is {@link issueJoinTokenSecret}'s statement, with its
  * NOT_FOUND. Bad input throws at once (INVALID_INPUT), as minting does.
  *
@@ -228,11 +228,9 @@ export function stageJoinTokenSecret(
   const sealed = sealSecret(deps.key, ref, secretTenantId, prepared.token);
   const params = [...prepared.row, secretTenantId, ref, sealed];
   const [, tenantId, , , siteId, nodeId, , , , , now] = prepared.row;
-  // Named after the token, so one commit can carry several (a boot entry per MAC, sent together).
-  const tokenChange = `join_token_${prepared.id}`;
   const changes: CommitChange[] = [
     {
-      name: tokenChange,
+      name: 'join_token',
       sql: ({ bind, guard }) =>
         `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
       requires: ({ bind }) => {
@@ -242,8 +240,13 @@ export function stageJoinTokenSecret(
       },
     },
     {
-      name: `${tokenChange}_secret`,
-      sql: ({ bind }) => insertSecretSql(tokenChange, bind(ref), bind(secretTenantId), bind(sealed), bind(now)),
+      // Guarded as the token's insert is, not read from it: the two refer to no other change by name, so a commit can
+      // carry several tokens (a boot entry per MAC, sent together), numbered apart by the commit.
+      name: 'join_token_secret',
+      sql: ({ bind, guard }) =>
+        `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+         SELECT ${bind(ref)}::text, ${bind(secretTenantId)}::text, ${bind(sealed)}::text, ${bind(now)}::timestamptz
+         WHERE ${guard}`,
     },
   ];
   const write = async (tx: SqlExecutor) =>

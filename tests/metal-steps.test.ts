@@ -292,7 +292,7 @@ describe('relaying BMC steps', () => {
     },
   );
 
-  it('looks at an open BMC command again only after 30 s, and goes on at once when it settles', async () => {
+  it('looks at an open BMC command again only after 5 minutes, and goes on at once when it settles', async () => {
     const dueAt = async () => {
       const { rows } = await scratch.db.query<{ not_before: Date }>(
         "SELECT not_before FROM work_items WHERE kind = 'workflow'",
@@ -303,7 +303,7 @@ describe('relaying BMC steps', () => {
     const id = await start([{ use: 'power.setPower', on: 'site', with: { action: 'off' } }]);
     await compute.runDueWork();
     expect(await dueAt()).toBe(clock.now().getTime() + RELAYED_COMMAND_POLL_MS);
-    expect(RELAYED_COMMAND_POLL_MS).toBe(30_000);
+    expect(RELAYED_COMMAND_POLL_MS).toBe(300_000);
     site.respond({ outcome: 'succeed' });
     await site.poll();
     expect(await dueAt()).toBe(clock.now().getTime());

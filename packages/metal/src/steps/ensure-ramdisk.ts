@@ -17,16 +17,16 @@ import { driverCommand, type MetalMachine, machineForStep, siteRelayAgent } from
 export const RAMDISK_TOKEN_TTL_SECONDS = 3_600;
 
 /**
- * How long `metal.ensureRamdisk` waits between looks for the ramdisk agent once the machine is power-cycled. Only a
- * fallback: the ramdisk agent opening its session queues the workflow at once (provision's `wakeOnAgentSession`), so
- * a boot of minutes is not read every few seconds.
+ * How long `metal.ensureRamdisk` waits between looks for the ramdisk agent once the machine is power-cycled. Only
+ * insurance: the ramdisk agent opening its session queues the workflow at once (provision's `wakeOnAgentSession`), and
+ * a GPU server's firmware takes minutes to boot, so a thousand machines booting are not each read every minute.
  *
  * @example
  * ```ts
  * throw stepNotReady(RAMDISK_WAIT_MS);
  * ```
  */
-export const RAMDISK_WAIT_MS = 60_000;
+export const RAMDISK_WAIT_MS = 300_000;
 
 function missingPort(name: 'pki' | 'secrets'): ComputeError {
   return new ComputeError(

@@ -16,17 +16,18 @@ export { type MachineBmc, type MachineSession, type MetalMachine, machineForStep
 export const RELAY_POLL_MS = 2_000;
 
 /**
- * How often metal's relaying steps run again while their command is open (`awaitCommand`'s `pollMs`): only a
- * fallback. A command's settle (result, rejection, expiry) queues the workflow in the settling statement, so the step
- * runs again at once when its command ends; BMC calls, inventories, image writes and wipes take seconds to minutes, and
- * looking at each of a thousand machines' commands every 2 s would cost the database a pass per look.
+ * How often metal's relaying steps run again while their command is open (`awaitCommand`'s `pollMs`): only insurance.
+ * A command's settle (result, rejection, expiry by a read or by the kernel's 30 s sweep) queues the workflow in the
+ * settling statement, so the step runs again at once when its command ends; BMC calls take seconds, but a boot, an
+ * image write, a wipe or a DCGM run take minutes to hours, and with thousands of machines in flight a look every few
+ * seconds (or every 30 s, as before) was a pass of the database's per machine that found nothing new.
  *
  * @example
  * ```ts
  * await awaitCommand(ctx, { nodeId, kind: 'disk.wipe', payload, key: 'wipe', pollMs: RELAYED_COMMAND_POLL_MS });
  * ```
  */
-export const RELAYED_COMMAND_POLL_MS = 30_000;
+export const RELAYED_COMMAND_POLL_MS = 300_000;
 
 /**
  * The driver binding of a concern: the pinned profile's `drivers[concern]` when it binds one, else the machine's own

@@ -852,9 +852,16 @@ describe('metal.ensureRamdisk and its token secrets', () => {
     // harmless.
     await security.secrets(scratch.db).delete?.(refs[0] as string);
     await machine.connect();
+    tap.recorded = [];
     await settle(compute, { clock, agents: [site, machine] });
+    const statements = tap.recorded ?? [];
+    tap.recorded = undefined;
     expect((await getWorkflow(scratch.db, { workflowId: id })).state).toBe('succeeded');
     expect(await secretsLeft(refs)).toBe(0);
+    // Deleted by the statement that settles the step, not by statements of their own.
+    expect(statements.filter((text) => /DELETE FROM pki_secrets/.test(text))).toEqual([
+      expect.stringMatching(/secrets_deleted AS \(/),
+    ]);
     // The tokens themselves were never stored in clear, and their references are all a payload carries.
     expect(JSON.stringify(await commandsOf(id))).not.toMatch(/tok_[0-9a-z]+\./);
   });

@@ -10,6 +10,7 @@ import { betterCompute, type Command, type Json } from '@better-compute/core';
 import {
   type AgentRole,
   type AgentSession,
+  COMMANDS_CHANNEL,
   closeAgentSession,
   DISPATCHABLE_SQL,
   openAgentSession,
@@ -196,7 +197,13 @@ FROM (
 WHERE c.id = p.id
 RETURNING c.*`;
 const POLL_LIMIT = 200;
-const IDLE_POLL_MS = 5;
+/**
+ * How long the poller waits without a notification before it looks anyway (the agent API's long poll re-checks too,
+ * every 15 s by default). It polls at once when a command is enqueued or becomes dispatchable (the commands channel), as the
+ * agent API's long polls are woken, not every few milliseconds: the agents' process shares the machine with the
+ * engine and the database, and a poll of its own every 5 ms was database work no deployed agent does.
+ */
+const RECHECK_MS = 1_000;
 /** Sessions are touched this often (they go stale after a minute without). */
 const TOUCH_EVERY_MS = 20_000;
 
@@ -230,9 +237,32 @@ function take(): Promise<CommandRow | undefined> {
   return new Promise((resolve) => waiters.push(resolve));
 }
 
+// Whether a command was enqueued or released since the last poll began, and the idle poller waiting for one.
+let notified = true;
+let wakePoller: (() => void) | undefined;
+await database.listen(COMMANDS_CHANNEL, () => {
+  notified = true;
+  wakePoller?.();
+});
+
+/** Resolves at the next notification on the commands channel, or after RECHECK_MS. */
+function nextNotification(): Promise<void> {
+  if (notified) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, RECHECK_MS);
+    function done() {
+      clearTimeout(timer);
+      wakePoller = undefined;
+      resolve();
+    }
+    wakePoller = done;
+  });
+}
+
 async function poll(): Promise<void> {
   while (!stopped) {
     try {
+      notified = false;
       const { rows } = await database.query<CommandRow>(POLL_SQL, [new Date(), POLL_LIMIT]);
       for (const row of rows) {
         // Acked at once, as an agent does when it takes a command; answered after its think time.
@@ -247,7 +277,8 @@ async function poll(): Promise<void> {
           thinking.add(timer);
         }, fail);
       }
-      if (rows.length === 0) await sleep(IDLE_POLL_MS);
+      // A full page may have left more behind: poll again at once; otherwise wait to be told.
+      if (rows.length < POLL_LIMIT) await nextNotification();
     } catch (err) {
       if (stopped) return;
       fail(err);

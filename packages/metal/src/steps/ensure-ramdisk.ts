@@ -39,8 +39,11 @@ function missingPort(name: 'pki' | 'secrets'): ComputeError {
 /**
  * Deletes the secrets holding the boot entries' join tokens once the ramdisk has joined: every `site.bootEntry` this
  * step sent to a site agent of the machine's site, in any attempt so far, found by key (indexed lookups, however many
- * commands the agents have; on the first attempt, those the machine's read found). Deleting twice is harmless (a re-run after a crash deletes nothing more); without
- * `ctx.secrets.delete` the secrets stay. Only references are read, never the tokens.
+ * commands the agents have; on the first attempt, those the machine's read found). With the broker's `stageDelete`
+ * and the engine's `writeWithResult` the deletion is written by the statement that settles the step (a run whose
+ * settle does not commit deletes nothing, and its re-run deletes them); else each one now. Deleting twice is harmless
+ * (a re-run after a crash deletes nothing more); without `ctx.secrets.delete` the secrets stay. Only references are
+ * read, never the tokens.
  */
 async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, macs: string[]): Promise<void> {
   const remove = ctx.secrets?.delete?.bind(ctx.secrets);
@@ -63,7 +66,13 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
     );
     refs = rows.map((row) => row.ref);
   }
-  await Promise.all(refs.map((ref) => (typeof ref === 'string' && ref.length > 0 ? remove(ref) : undefined)));
+  const stored = refs.filter((ref): ref is string => typeof ref === 'string' && ref.length > 0);
+  const stage = ctx.secrets?.stageDelete?.bind(ctx.secrets);
+  if (stage && ctx.writeWithResult) {
+    if (stored.length > 0) ctx.writeWithResult(stage(stored));
+    return;
+  }
+  await Promise.all(stored.map((ref) => remove(ref)));
 }
 
 /** A boot entry's token as its command carries it: the secret's reference, and the write to send it with. */
@@ -186,7 +195,7 @@ function cycledBefore(sequence: readonly AwaitCommandInput[], connectedAt: Date)
  * together by one statement, given to the site agent one after the other as each succeeds, the rest cancelled when one
  * fails. Then it waits (`stepNotReady`) until the machine's
  * agent is connected in role `ramdisk`, having connected after the workflow started, deletes the secrets that held the
- * boot entries' tokens (`ctx.secrets.delete`, when the broker has it), and returns `{ bootId, connectedAt, macs }`.
+ * boot entries' tokens (with its result where the broker can stage it, else `ctx.secrets.delete`), and returns `{ bootId, connectedAt, macs }`.
  * Needs `ctx.pki` and `ctx.secrets` (INVALID_CONFIG without them) and at least one MAC (INVALID_STATE).
  *
  * @example

@@ -39,9 +39,9 @@ export function sealSecret(key: Uint8Array, id: string, tenantId: string, value:
   return seal(key, context(id, tenantId), new TextEncoder().encode(value));
 }
 
-function requireRef(ref: unknown): SecretRef {
+function requireRef(ref: unknown, path: (string | number)[] = ['ref']): SecretRef {
   if (!isId(ref, 'sec'))
-    throw new ComputeError('INVALID_INPUT', 'not a secret reference (sec_…)', { details: { path: ['ref'] } });
+    throw new ComputeError('INVALID_INPUT', 'not a secret reference (sec_…)', { details: { path } });
   return ref;
 }
 
@@ -92,6 +92,20 @@ export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Re
     },
     async delete(ref) {
       await sql.query('DELETE FROM pki_secrets WHERE id = $1', [requireRef(ref)]);
+    },
+    stageDelete(refs) {
+      const ids = refs.map((ref, index) => requireRef(ref, ['refs', index]));
+      return {
+        changes: [
+          {
+            name: 'secrets_deleted',
+            sql: ({ bind, guard }) => `DELETE FROM pki_secrets WHERE id = ANY(${bind(ids)}::text[]) AND ${guard}`,
+          },
+        ],
+        async write(tx) {
+          await tx.query('DELETE FROM pki_secrets WHERE id = ANY($1::text[])', [ids]);
+        },
+      };
     },
   };
 }

@@ -1,3 +1,4 @@
+import { type CommitChange, commit } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeClock, findInLogs, findPlaintext, insertNode, scratchPglite } from '../support/database';
 import { computeErrorOf } from '../support/errors';
@@ -65,6 +66,36 @@ describe('the secret broker', () => {
     await secrets.delete(ref);
     const error = await computeErrorOf(secrets.resolve(ref), 'NOT_FOUND');
     expect(error.details.path).toEqual(['ref']);
+  });
+
+  it("stages a deletion for a caller's commit: written only with the commit's gate, or alone in a transaction", async () => {
+    const secrets = h.pki.secrets(h.scratch.db);
+    const [a, b, c] = [await put('root', 'one'), await put('root', 'two'), await put('root', 'three')];
+    const staged = secrets.stageDelete([a, b]);
+    const left = async () =>
+      (
+        await h.scratch.db.query<{ id: string }>('SELECT id FROM pki_secrets WHERE id = ANY($1::text[]) ORDER BY id', [
+          [a, b, c],
+        ])
+      ).rows.map((r) => r.id);
+    const gate = (holds: boolean): CommitChange => ({
+      name: 'gate',
+      sql: ({ guard }) => `SELECT 1 AS held WHERE ${holds} AND ${guard}`,
+    });
+    // A commit of changes only: it sends no command and publishes no event.
+    const ctx = { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never };
+    expect((await commit(ctx, { changes: [gate(false), ...staged.changes] })).status).toBe('stale');
+    expect(await left()).toEqual([a, b, c].sort());
+    expect((await commit(ctx, { changes: [gate(true), ...staged.changes] })).status).toBe('committed');
+    expect(await left()).toEqual([c]);
+    // Alone, and again for references already gone: no error.
+    await h.scratch.db.transaction((tx) => secrets.stageDelete([a, c]).write(tx));
+    expect(await left()).toEqual([]);
+    const error = await computeErrorOf(
+      Promise.resolve().then(() => secrets.stageDelete([a, 'nope'])),
+      'INVALID_INPUT',
+    );
+    expect(error.details.path).toEqual(['refs', 1]);
   });
 
   it('refuses malformed references and values with INVALID_INPUT at their path', async () => {

@@ -156,9 +156,9 @@ async function applyMove(
 
 // The end of a command's sequence, as CTEs after `moved` (a command just settled): `followers`, the pending commands
 // that follow it (`after_key`); `dropped`, every pending command after it, however far down the sequence, cancelled
-// when it ended any way but `succeeded` (with its reason when it was cancelled, as by an abort; else `after <key>
-// <state>`) (a success lets the next one be dispatched: pollCommands looks at its
-// predecessor). Cancelling here keeps a failed sequence from waiting out its commands' `notAfter`.
+// when it ended any way but `succeeded`, with its reason when it was cancelled (an abort's), else `after <key>
+// <state>`. A success changes no follower: pollCommands looks at a command's predecessor. Cancelling here keeps a
+// failed sequence from waiting out its commands' `notAfter`.
 const SEQUENCE_SQL = `followers AS (
     SELECT d.id FROM commands d JOIN moved m ON d.node_id = m.node_id AND d.after_key = m.key WHERE d.state = 'pending'),
   dropped AS (

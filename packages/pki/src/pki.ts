@@ -101,7 +101,10 @@ export interface Pki {
   revokeNodeCertificates(tx: SqlExecutor, nodeId: string, reason: string): Promise<number>;
   caCertificate(sql: SqlExecutor): Promise<string | undefined>;
   verifyAttestedResult(sql: SqlExecutor, input: VerifyAttestedResultInput): Promise<{ certificateSerial: string }>;
-  fetchSecretForAgent(sql: SqlExecutor, input: { agentNodeId: string; ref: string }): Promise<string>;
+  fetchSecretForAgent(
+    sql: SqlExecutor,
+    input: { agentNodeId: string; ref: string; commandId?: string },
+  ): Promise<string>;
   imageVerifier: ImageVerifier;
   addImageSigner(tx: SqlExecutor, input: ImageSignerInput): Promise<{ id: string }>;
   revokeImageSigner(tx: SqlExecutor, id: string): Promise<void>;

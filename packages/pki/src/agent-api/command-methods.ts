@@ -125,6 +125,9 @@ async function fetchSecret(ctx: AgentApiContext, call: AgentCall): Promise<{ val
       throw new ComputeError('NOT_FOUND', `command ${commandId} not found`, { details: { path: ['commandId'] } });
     }
     if (!OPEN_COMMAND_STATES.includes(command.state) || !carries(command.payload, ref)) throw notCarried('ref');
+    // The broker checks that command alone again (its tenant, the secret's), not every open command of the agent.
+    const value = await ctx.pki.fetchSecretForAgent(ctx.compute.database, { agentNodeId: nodeId, ref, commandId });
+    return { value };
   }
   const value = await ctx.pki.fetchSecretForAgent(ctx.compute.database, { agentNodeId: nodeId, ref });
   return { value };

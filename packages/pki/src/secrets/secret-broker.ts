@@ -113,11 +113,29 @@ export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Re
 // A workflow step's command key: wf:<workflow>:<step>, then an optional #<attempt>, then an optional :<key>.
 const STEP_COMMAND_KEY = '^wf:[^:#]+:[^:#]+(#[0-9]+)?(:.*)?$';
 
+// The conditions a command carrying the secret meets: live, a workflow step's, the reference anywhere in its payload.
+const CARRIES_SQL = `c.not_after > $3 AND c.key ~ '${STEP_COMMAND_KEY}'
+  AND jsonb_path_exists(c.payload, '$.** ? (@ == $ref)', jsonb_build_object('ref', $2::text))`;
+
+// Any open command of the agent's: looked up by node and state together, once per open state, so a site agent with
+// years of settled commands is not scanned through them on every fetch (an index on the node alone would be).
+const CARRIED_BY_ANY_SQL = `SELECT c.id
+  FROM unnest(ARRAY['pending', 'dispatched', 'acked', 'running']) AS open (state)
+  JOIN commands c ON c.node_id = $1 AND c.state = open.state
+  JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
+  WHERE ${CARRIES_SQL}
+  ORDER BY c.id LIMIT 1`;
+
+// The command the agent names (by its id, as the agent API's `commandId`): one row, by its key.
+const CARRIED_BY_ONE_SQL = `SELECT c.id FROM commands c JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
+  WHERE c.id = $4 AND c.node_id = $1 AND c.state IN ('pending', 'dispatched', 'acked', 'running') AND ${CARRIES_SQL}`;
+
 /**
  * What an agent may fetch: a secret's value, only while a live command (pending, dispatched, acked or running, not
  * past `not_after` under the Clock) of a workflow step for that agent carries the reference anywhere in its payload,
- * in the secret's own tenant. Anything else is NOT_FOUND (reason `not-carried`), so an agent cannot probe which
- * references exist; refusals and grants are logged with the agent, the reference and the command, never the value.
+ * in the secret's own tenant; with `commandId`, that command must be the one (one row read instead of the agent's open
+ * commands). Anything else is NOT_FOUND (reason `not-carried`), so an agent cannot probe which references exist;
+ * refusals and grants are logged with the agent, the reference and the command, never the value.
  *
  * @example
  * ```ts
@@ -126,22 +144,19 @@ const STEP_COMMAND_KEY = '^wf:[^:#]+:[^:#]+(#[0-9]+)?(:.*)?$';
  */
 export async function fetchSecretForAgent(
   sql: SqlExecutor,
-  input: { agentNodeId: string; ref: string },
+  input: { agentNodeId: string; ref: string; commandId?: string },
   deps: SecretBrokerDeps,
 ): Promise<string> {
   const log = deps.log ?? silentLogger;
   const agentNodeId = requireString(input?.agentNodeId, ['agentNodeId']);
   const ref = requireRef(input.ref);
-  const { rows } = await sql.query<{ id: string }>(
-    `SELECT c.id FROM commands c JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
-     WHERE c.node_id = $1
-       AND c.state IN ('pending', 'dispatched', 'acked', 'running')
-       AND c.not_after > $3
-       AND c.key ~ '${STEP_COMMAND_KEY}'
-       AND jsonb_path_exists(c.payload, '$.** ? (@ == $ref)', jsonb_build_object('ref', $2::text))
-     ORDER BY c.id LIMIT 1`,
-    [agentNodeId, ref, deps.clock.now()],
-  );
+  const commandId = input.commandId === undefined ? undefined : requireString(input.commandId, ['commandId']);
+  const { rows } = await sql.query<{ id: string }>(commandId === undefined ? CARRIED_BY_ANY_SQL : CARRIED_BY_ONE_SQL, [
+    agentNodeId,
+    ref,
+    deps.clock.now(),
+    ...(commandId === undefined ? [] : [commandId]),
+  ]);
   const command = rows[0];
   const value = command ? await readSecret(sql, ref, deps.key) : undefined;
   if (!command || value === undefined) {

@@ -132,6 +132,27 @@ describe('agents fetching secrets', () => {
     },
   );
 
+  it('naming the command (commandId), get a value only when that one command carries it', async () => {
+    const ref = await put('root', 'bmc-password-named');
+    await command({ payload: { bmc: { credentialRef: ref } } });
+    const carrying = `cmd_${commandSeq}`;
+    await command({ payload: { bmc: { credentialRef: 'sec_other' } } });
+    const other = `cmd_${commandSeq}`;
+    const fetchNamed = (commandId: string) =>
+      h.pki.fetchSecretForAgent(h.scratch.db, { agentNodeId: 'node_agent', ref, commandId });
+    expect(await fetchNamed(carrying)).toBe('bmc-password-named');
+    const error = await computeErrorOf(fetchNamed(other), 'NOT_FOUND');
+    expect(error.details).toMatchObject({ path: ['ref'], reason: 'not-carried' });
+  });
+
+  it('find the carrying command among many settled ones of the same agent', async () => {
+    const ref = await put('root', 'bmc-password-busy-site');
+    for (let i = 0; i < 50; i += 1) await command({ state: 'succeeded', payload: { bmc: { credentialRef: ref } } });
+    await expect(fetchAs('node_agent', ref)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await command({ state: 'running', payload: { bmc: { credentialRef: ref } } });
+    expect(await fetchAs('node_agent', ref)).toBe('bmc-password-busy-site');
+  });
+
   it('are refused a reference their command does not carry', async () => {
     const carried = await put('root', 'carried-value');
     const other = await put('root', 'not-carried-value');

@@ -334,9 +334,17 @@ export async function commit<R = Record<string, unknown>>(
   const toSend = [...(request.command ? [request.command] : []), ...(request.commands ?? [])];
   let command: Sending | undefined;
   if (toSend.length > 0 && tx) {
-    const ids: string[] = [];
+    let ids: string[];
     try {
-      for (const input of toSend) ids.push((await commands.enqueue(tx, input)).id);
+      // Several in a savepoint: one refused takes back those enqueued before it, so a sequence is whole or absent.
+      ids =
+        toSend.length === 1
+          ? [(await commands.enqueue(tx, toSend[0] as NewCommand)).id]
+          : await tx.transaction(async (inner) => {
+              const enqueued: string[] = [];
+              for (const input of toSend) enqueued.push((await commands.enqueue(inner, input)).id);
+              return enqueued;
+            });
     } catch (error) {
       if (isComputeError(error)) return { status: 'refused', error };
       throw error;

@@ -127,6 +127,36 @@ export function defineCommitConformance(create: () => Promise<ScratchDatabase>):
       expect(result.commandId).toBe(result.commandIds?.[0]);
     });
 
+    it('in a transaction, enqueues a sequence whole or, when one is refused, none of it', async () => {
+      const refused = await db.transaction((tx) =>
+        commit(
+          ctx(tx),
+          {
+            changes: [bump(1)],
+            commands: [command('test.ping', 'boot-device'), command('test.unknown', 'power-cycle')],
+          },
+          tx,
+        ),
+      );
+      expect(refused).toMatchObject({ status: 'refused', error: { code: 'INVALID_CONFIG' } });
+      expect((await state()).commands).toEqual([]);
+      const written = await db.transaction((tx) =>
+        commit(
+          ctx(tx),
+          {
+            changes: [bump(1)],
+            commands: [
+              command('test.ping', 'boot-device'),
+              { ...command('test.ping', 'power-cycle'), afterKey: 'boot-device' },
+            ],
+          },
+          tx,
+        ),
+      );
+      expect(written.status).toBe('committed');
+      expect((await state()).commands.map((c) => c.key).sort()).toEqual(['boot-device', 'power-cycle']);
+    });
+
     it('writes nothing when the first change writes nothing (stale)', async () => {
       const result = await commit(ctx(), {
         changes: [bump(7), note('hello')],

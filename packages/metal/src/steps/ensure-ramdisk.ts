@@ -42,12 +42,13 @@ function missingPort(name: 'pki' | 'secrets'): ComputeError {
  * commands the agents have; on the first attempt, those the machine's read found). With the broker's `stageDelete`
  * and the engine's `writeWithResult` the deletion is written by the statement that settles the step (a run whose
  * settle does not commit deletes nothing, and its re-run deletes them); else each one now. Deleting twice is harmless
- * (a re-run after a crash deletes nothing more); without `ctx.secrets.delete` the secrets stay. Only references are
+ * (a re-run after a crash deletes nothing more); a broker that can do neither leaves them. Only references are
  * read, never the tokens.
  */
 async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, macs: string[]): Promise<void> {
   const remove = ctx.secrets?.delete?.bind(ctx.secrets);
-  if (!remove) return;
+  const stage = ctx.secrets?.stageDelete?.bind(ctx.secrets);
+  if (!remove && !stage) return;
   let refs: unknown[];
   if (ctx.attempt === 0 && machine.sent) {
     // The first attempt's entries are every entry there is, and the machine's read already holds them all.
@@ -67,12 +68,11 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
     refs = rows.map((row) => row.ref);
   }
   const stored = refs.filter((ref): ref is string => typeof ref === 'string' && ref.length > 0);
-  const stage = ctx.secrets?.stageDelete?.bind(ctx.secrets);
   if (stage && ctx.writeWithResult) {
     if (stored.length > 0) ctx.writeWithResult(stage(stored));
     return;
   }
-  await Promise.all(stored.map((ref) => remove(ref)));
+  if (remove) await Promise.all(stored.map((ref) => remove(ref)));
 }
 
 /** A boot entry's token as its command carries it: the secret's reference, and the write to send it with. */
@@ -166,7 +166,6 @@ async function bootEntries(
       key: `boot-entry:${mac}`,
       targetNodeId: machine.nodeId,
       payload: { mac, mode: 'ramdisk', ...(token ? { tokenRef: token.ref } : {}) },
-      pollMs: RAMDISK_WAIT_MS,
       ...(token?.write ? { with: token.write } : {}),
       ...(command === undefined ? {} : { found: command }),
     };
@@ -247,10 +246,11 @@ export const ensureRamdisk = defineStep({
       key: 'power-cycle',
       wakeOn: 'failure',
     });
+    // A sequence waits the first input's pollMs: the ramdisk's, since its joining is what the step waits for.
     const sequence = [
       { ...bootDevice, pollMs: RAMDISK_WAIT_MS },
       ...(await bootEntries(ctx, machine, agentNodeId, input.tokenTtlSeconds)),
-      { ...powerCycle, pollMs: RAMDISK_WAIT_MS },
+      powerCycle,
     ];
     // Read with the machine, at the start of this run: a ramdisk that joins later wakes the workflow for another.
     const session = machine.session ?? null;

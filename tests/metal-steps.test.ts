@@ -417,11 +417,13 @@ describe('metal.ensureRamdisk', () => {
     expect(wf.steps[0]?.result).toMatchObject({ bootId: machine.bootId, macs: 2 });
   });
 
-  it("writes the boot entries' tokens and secrets by the statement that sends the sequence, not ones of their own", async () => {
+  it("writes the boot entries' tokens and secrets by the statement that starts the step and sends the sequence, not ones of their own", async () => {
     const { id, tokenWrites } = await sendBootEntries();
     expect(tokenWrites).toHaveLength(1);
     const [text = ''] = tokenWrites;
-    expect(text).toMatch(/step_send AS \(/);
+    // The step's start (its run reads nothing of its own: the claim read the machine).
+    expect(text).toMatch(/^WITH wf AS \(UPDATE workflows/);
+    expect(text).toMatch(/st AS \(UPDATE workflow_steps/);
     expect(text.match(/INSERT INTO pki_join_tokens/g)).toHaveLength(2);
     expect(text.match(/INSERT INTO pki_secrets/g)).toHaveLength(2);
     expect(text).toMatch(/INSERT INTO commands/);

@@ -2,6 +2,7 @@ import { describe } from 'vitest';
 import { agentStepScenarios } from './provision-engine/agent-steps';
 import { controlPlaneScenarios } from './provision-engine/control-plane';
 import { databaseFaultScenarios } from './provision-engine/database-faults';
+import { deferredStartScenarios } from './provision-engine/deferred-start';
 import { eventScenarios } from './provision-engine/events';
 import { failureScenarios } from './provision-engine/failures';
 import { ownRequeueScenarios } from './provision-engine/own-requeue';
@@ -30,6 +31,7 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ name, create }) => {
   settleGuardScenarios(getLab);
   preloadScenarios(getLab);
   ownRequeueScenarios(getLab);
+  deferredStartScenarios(getLab);
   writeWithResultScenarios(getLab);
   labelsWrittenByARunScenarios(getLab);
 });

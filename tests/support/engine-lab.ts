@@ -319,11 +319,24 @@ export const labSteps = [
       hookFirst: field.boolean().optional(),
       // Sends the command with a staged write (see sentWith): the node's `sent-with` label counts the writes.
       withWrite: field.boolean().optional(),
+      // Relays to this agent without a statement of its own first (as metal's steps do, from the claim's reads).
+      siteAgentId: field.string().optional(),
+      // Reads its own step's state first and records it in `lab.contexts`.
+      readOwnState: field.boolean().optional(),
     }),
     async run(input, ctx) {
       record('lab.relay', ctx);
       if (input.hookFirst) await lab.duringRun?.(ctx.workflowId, ctx.attempt);
-      const agent = await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
+      if (input.readOwnState) {
+        const { rows } = await ctx.sql.query<{ state: string }>(
+          'SELECT state FROM workflow_steps WHERE workflow_id = $1 AND step_id = $2',
+          [ctx.workflowId, ctx.stepId],
+        );
+        lab.contexts.push({ ownState: rows[0]?.state ?? null });
+      }
+      const agent = input.siteAgentId
+        ? { nodeId: input.siteAgentId }
+        : await siteAgentFor(ctx.sql, ctx.node!.id, ctx.clock);
       if (!agent) throw stepNotReady(2_000);
       const sent = await awaitCommand(ctx, {
         nodeId: agent.nodeId,

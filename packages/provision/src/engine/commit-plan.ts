@@ -10,6 +10,7 @@ import { nodeHasLabelsSql, setNodeHostSection } from '@better-compute/core/nodes
 import { resolveHostConfig } from '../config-units/apply';
 import { siteAgentFor } from '../steps/site-agent-for';
 import type { Known, Need, Plan } from './plan';
+import type { StepSend } from './run-gate';
 import type { EngineEnv } from './transitions';
 import { STEP_CHANGE_FIELDS, type WorkflowRecord } from './workflow-rows';
 
@@ -134,7 +135,8 @@ export type PlanCommit =
  * its node's labels are those it read (`stale` otherwise), and may requeue the pass's own work item
  * (`needs-transaction` when the owner's work queue cannot be written by the statement). In a transaction (the
  * workflow row locked) it also cancels the commands the plan cancels and sets the host config. A plan that needs a
- * transaction (see {@link needsTransaction}) must get one.
+ * transaction (see {@link needsTransaction}) must get one. `sends`: a control-plane step's commands (and what goes with
+ * them) written with the plan that starts it (see `RunGate`'s deferred start).
  *
  * @example
  * ```ts
@@ -145,7 +147,7 @@ export async function commitPlan(
   env: EngineEnv,
   plan: Plan,
   now: Date,
-  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date; done?: boolean },
+  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date; done?: boolean; sends?: readonly StepSend[] },
 ): Promise<PlanCommit> {
   const { ctx } = env;
   const { tx } = options;
@@ -153,12 +155,17 @@ export async function commitPlan(
   if (plan.steps.size > 0) changes.push(stepsChange(plan, now));
   // A run's writes with its result go with its settle: their requires hold the plan's gate.
   for (const write of plan.with ?? []) changes.push(...write.changes);
+  // A step's sends written with its start (the plan's revision guard is their gate: the step is the plan's) carry
+  // what goes with them.
+  const sends = options.sends ?? [];
+  for (const send of sends) changes.push(...(send.with_?.changes ?? []));
   const result = await commit<{ revision: number }>(
     ctx,
     {
       changes,
       ...(plan.events.length > 0 ? { events: plan.events } : {}),
       ...(plan.command ? { command: plan.command.input } : {}),
+      ...(sends.length > 0 ? { commands: sends.map((send) => send.command) } : {}),
       ...(options.requeue && !tx ? { requeue: options.requeue } : {}),
       ...(options.done && !tx ? { done: true } : {}),
       // The owner's work item goes in with the plan that ends the workflow (enqueued in `tx` when the queue cannot).

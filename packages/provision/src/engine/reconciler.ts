@@ -1,11 +1,14 @@
 import type { ComputeError, ModuleContext, Reconciler } from '@better-compute/core';
-import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
+import { type CommandStaging, type EventStaging, OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
+import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
-import { type EndedRun, planPass, writePass } from './plan-pass';
-import { RunGate } from './run-gate';
+import type { RunRequest } from './decision';
+import { isEmptyPlan } from './plan';
+import { type EndedRun, type Planned, planPass, writePass } from './plan-pass';
+import { RunGate, type StartWriter } from './run-gate';
 import { runControlPlaneStep } from './run-step';
 import type { StepRegistry } from './step-registry';
 import { TransientBackoff } from './transient-backoff';
@@ -73,6 +76,37 @@ function claimReads(snapshot: LoadedWorkflow | null | undefined) {
   return { stepReads: snapshot.stepReads, running };
 }
 
+/** How a run ended for the reconciler: a value to return, a run to settle, or superseded (see `GateFinish`). */
+type RunEnd = { kind: 'return'; value: ReconcileResult } | { kind: 'settle'; run: EndedRun } | { kind: 'superseded' };
+
+type ReconcileResult = { requeueAfterMs: number; requeueWritten?: true };
+
+/**
+ * A relaying step's start that waits for its run (see `RunGate`): when the pass decided to run a step that declares
+ * what it `sends`, and what it planned (the step's `running` mark, what came before it) can be written by one statement
+ * with the run's sends. Until its first statement such a run only decides what to relay (what it sends is held), so
+ * its start is written with its send. Other steps are marked `running` before they run, as always. The writer writes
+ * the plan at the revision it was planned from; alone it falls back to a transaction when the one statement cannot
+ * carry it.
+ */
+function deferredStart(env: EngineEnv, planned: Planned, revision: number, now: Date) {
+  if (planned.kind !== 'decided' || planned.decision.kind !== 'run' || planned.reread) return undefined;
+  const definition = env.steps.get(planned.decision.request.action);
+  if (definition?.runsOn !== 'control-plane' || !definition.sends?.length) return undefined;
+  const { plan } = planned;
+  const { ctx } = env;
+  const staging = ctx.commands as Partial<CommandStaging>;
+  if (isEmptyPlan(plan) || !staging.stage || !(ctx.events as Partial<EventStaging>).stage || plan.owner) {
+    return undefined;
+  }
+  const writer: StartWriter = async (extra) => {
+    const written = await commitPlan(env, plan, now, { guard: { revision }, ...extra });
+    if (written.status !== 'needs-transaction' || extra.sends || extra.requeue) return written;
+    return ctx.sql.transaction((tx) => commitPlan(env, plan, now, { tx, guard: { revision } }));
+  };
+  return { request: planned.decision.request, writer, next: planned.next, transitions: planned.transitions };
+}
+
 function requeueAt(ctx: ModuleContext, at: number) {
   return { requeueAfterMs: Math.max(0, at - ctx.clock.now().getTime()) };
 }
@@ -116,6 +150,32 @@ export function workflowReconciler(
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
     let stageCommands = true;
+    // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
+    // start found the workflow changed: nothing of the run was written).
+    const runStep = async (request: RunRequest, gate: RunGate, ownItem: boolean): Promise<RunEnd> => {
+      const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
+      const preloads = runPreloads(reads, request);
+      const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate, preloads);
+      if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
+      // A worker that stops writes nothing more: a start still deferred stays unwritten, and the step as it was.
+      if (outcome.kind === 'abandoned') return { kind: 'return', value: { requeueAfterMs: 0 } };
+      if (outcome.kind !== 'transient') transient.clear(attemptKey);
+      if (outcome.kind === 'not-ready' || outcome.kind === 'transient') {
+        // Nothing to settle: the step stays running and runs again after the delay, never past its deadline. Its
+        // last send, held, is written with that requeue when the pass's item is the workflow's own.
+        const at = Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime());
+        const sent = await gate.finish(ownItem ? new Date(at) : undefined);
+        if (sent === 'superseded') return { kind: 'superseded' };
+        if (typeof sent === 'object') return { kind: 'settle', run: { request, outcome: refusedRun(sent.refused) } };
+        const value = { ...requeueAt(ctx, at), ...(sent === 'requeued' ? { requeueWritten: true as const } : {}) };
+        return { kind: 'return', value };
+      }
+      // A send held by a run that then ended is written before the run is settled; a refused one fails it.
+      const sent = await gate.finish(undefined);
+      if (sent === 'superseded') return { kind: 'superseded' };
+      const ended = typeof sent === 'object' && outcome.kind === 'succeeded' ? refusedRun(sent.refused) : outcome;
+      return { kind: 'settle', run: { request, outcome: ended } };
+    };
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
       if (snapshot === undefined) {
         reads = undefined;
@@ -124,9 +184,30 @@ export function workflowReconciler(
       if (snapshot === null) return undefined;
       const now = ctx.clock.now();
       const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
+      const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
+      const deferred = deferredStart(env, planned, snapshot.workflow.revision, now);
+      if (deferred) {
+        // The step's start is written by the run's first write, or with its held send and requeue (see RunGate).
+        const gate = new RunGate(ctx, deferred.writer);
+        const ended = await runStep(deferred.request, gate, ownItem);
+        const started = gate.started;
+        if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
+          if (ended.kind === 'return' && started === undefined) return ended.value;
+          // As a stale plan (below): the ended run before it is settled against the workflow as it is now.
+          snapshot = undefined;
+          if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
+          transitions += 1;
+          continue;
+        }
+        snapshot = deferred.next;
+        snapshot.workflow.revision = started.revision;
+        transitions += Math.max(1, deferred.transitions);
+        if (ended.kind === 'return') return ended.value;
+        run = ended.run;
+        continue;
+      }
       // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
       const waits = planned.kind === 'decided' && planned.decision.kind === 'wait' ? planned.decision.until : undefined;
-      const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
       const requeue = ownItem ? waits : undefined;
       // A pass that ends idle (the workflow ended, say) deletes its own item with its last statement.
       const done = ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle';
@@ -167,38 +248,10 @@ export function workflowReconciler(
         return { ...result, park: { on, everyMs: ENGINE_DEFAULTS.workflowPollMs, until: decision.command.deadline } };
       }
       if (decision.kind === 'run') {
-        const { request } = decision;
-        const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
-        const gate = new RunGate(ctx);
-        const preloads = runPreloads(reads, request);
-        const outcome = await runControlPlaneStep(
-          ctx,
-          steps,
-          request,
-          () => transient.next(attemptKey),
-          gate,
-          preloads,
-        );
-        if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
-        if (outcome.kind === 'abandoned') return { requeueAfterMs: 0 };
-        if (outcome.kind !== 'transient') transient.clear(attemptKey);
-        if (outcome.kind === 'not-ready' || outcome.kind === 'transient') {
-          // Nothing to settle: the step stays running and runs again after the delay, never past its deadline. Its
-          // last send, held, is written with that requeue when the pass's item is the workflow's own.
-          const at = Math.min(ctx.clock.now().getTime() + outcome.ms, request.deadline.getTime());
-          const sent = await gate.finish(ownItem ? new Date(at) : undefined);
-          if (typeof sent === 'object') {
-            run = { request, outcome: refusedRun(sent.refused) };
-            continue;
-          }
-          return { ...requeueAt(ctx, at), ...(sent === 'requeued' ? { requeueWritten: true } : {}) };
-        }
-        // A send held by a run that then ended is written before the run is settled; a refused one fails it.
-        const sent = await gate.finish(undefined);
-        run = {
-          request,
-          outcome: typeof sent === 'object' && outcome.kind === 'succeeded' ? refusedRun(sent.refused) : outcome,
-        };
+        const ended = await runStep(decision.request, new RunGate(ctx), ownItem);
+        if (ended.kind === 'return') return ended.value;
+        // Without a deferred start nothing supersedes the run: its `running` mark is written.
+        if (ended.kind === 'settle') run = ended.run;
       }
     }
     return { requeueAfterMs: 0 };

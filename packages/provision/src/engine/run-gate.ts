@@ -98,8 +98,34 @@ export async function sendCommand(
   });
 }
 
-/** How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), none held, or refused. */
-export type GateFinish = 'requeued' | 'sent' | 'none' | { readonly refused: ComputeError };
+/**
+ * How the end of a run wrote its last send: with the pass's requeue, alone (`sent`), none held, or refused; or
+ * `superseded`: the step's deferred start found the workflow changed since it was planned, so nothing of the run was
+ * written and the run's outcome is not the step's (the pass reads the workflow again).
+ */
+export type GateFinish = 'requeued' | 'sent' | 'none' | 'superseded' | { readonly refused: ComputeError };
+
+/** How writing a step's deferred start went (provision's `commitPlan` result, as far as the gate reads it). */
+export type StartWrite =
+  | { readonly status: 'committed'; readonly revision: number; readonly requeued: boolean }
+  | { readonly status: 'stale' }
+  | { readonly status: 'needs-transaction' }
+  | { readonly status: 'refused'; readonly error: ComputeError };
+
+/**
+ * Writes a step's start (its `running` mark and what the pass planned before it), with the run's held sends and the
+ * pass's requeue in the same statement when given. Without them it must commit or find the plan stale.
+ */
+export type StartWriter = (extra: {
+  readonly sends?: readonly [StepSend, ...StepSend[]];
+  readonly requeue?: Date;
+}) => Promise<StartWrite>;
+
+function superseded(): ComputeError {
+  return new ComputeError('INVALID_STATE', 'the workflow changed before this step run could start', {
+    details: { reason: 'step-ended' },
+  });
+}
 
 /**
  * Holds a control-plane step's last send until the run ends, so the statement that writes it also requeues the pass's
@@ -107,6 +133,13 @@ export type GateFinish = 'requeued' | 'sent' | 'none' | { readonly refused: Comp
  * database: the step's `sql` (and so any commit or transaction it makes) writes the held send first, as does a second
  * send, so the run's writes keep their order. A run the engine stopped waiting for (its deadline, a stopping worker)
  * is closed: what it held is dropped unwritten, as if never sent (a later run sends it under its key).
+ *
+ * With a deferred `start`, the step is not marked `running` before its run: its start is written before anything of
+ * the run reaches the database (its first statement, a send written now) or, when the run wrote nothing of its own,
+ * by the statement that writes its held send and requeue, or before its settle. So a relaying step's start and its
+ * send are one statement. The start is fenced by the revision the pass planned it from: when the workflow changed
+ * meanwhile, nothing of the run is written (its statements fail INVALID_STATE `step-ended`) and `finish` says
+ * `superseded`. A crash before the start leaves the step as it was, to be started again under the same key.
  *
  * @example
  * ```ts
@@ -119,8 +152,48 @@ export class RunGate {
   #held: readonly [StepSend, ...StepSend[]] | undefined;
   #writing: Promise<void> = Promise.resolve();
   #closed = false;
+  // The deferred start's writer, and whether the start is still to be written.
+  readonly #writer: StartWriter | undefined;
+  #start: boolean;
+  #started: { readonly revision: number } | 'stale' | undefined;
 
-  constructor(private readonly ctx: ModuleContext) {}
+  constructor(
+    private readonly ctx: ModuleContext,
+    start?: StartWriter,
+  ) {
+    this.#writer = start;
+    this.#start = start !== undefined;
+  }
+
+  /**
+   * The workflow's revision after the deferred start was written, `stale` when it found the workflow changed, undefined
+   * when there was none to write (or it is not written yet).
+   */
+  get started(): { readonly revision: number } | 'stale' | undefined {
+    return this.#started;
+  }
+
+  // Writes the deferred start (once), with what `extra` carries.
+  async #writeStart(extra: Parameters<StartWriter>[0]): Promise<StartWrite> {
+    const writer = this.#writer;
+    if (!this.#start || !writer) throw new Error('the deferred start was written already');
+    this.#start = false;
+    const written = await writer(extra);
+    if (written.status === 'committed') this.#started = { revision: written.revision };
+    else if (written.status === 'stale') this.#started = 'stale';
+    return written;
+  }
+
+  // The start written alone, if still deferred; a superseded start stops whatever of the run would follow it.
+  async #ensureStarted(): Promise<void> {
+    if (this.#start) {
+      const written = await this.#writeStart({});
+      if (written.status !== 'committed' && written.status !== 'stale') {
+        throw new Error(`a step's start alone could not be written (${written.status})`);
+      }
+    }
+    if (this.#started === 'stale') throw superseded();
+  }
 
   /**
    * Holds `sends` (the step's own commands, checked: one, or a sequence) as the run's last send; false when they must
@@ -139,21 +212,23 @@ export class RunGate {
   /** Writes the held send, if any, before anything else of the run reaches the database. */
   flush(): Promise<void> {
     if (this.#held) this.#chain(this.#held);
+    else if (this.#start || this.#started === 'stale') this.#chain(undefined);
     this.#held = undefined;
     return this.#writing;
   }
 
-  // Queues a send's write after those before it. The chain is marked handled: a failed write is reported to whoever
-  // waits on it (the run's next statement, `finish`), never as an unhandled rejection.
-  #chain(held: readonly [StepSend, ...StepSend[]]): void {
+  // Queues a send's write (or only the deferred start's) after those before it. The chain is marked handled: a failed
+  // write is reported to whoever waits on it (the run's next statement, `finish`), never as an unhandled rejection.
+  #chain(held: readonly [StepSend, ...StepSend[]] | undefined): void {
     const next = this.#writing.then(async () => {
-      await sendCommand(this.ctx, held);
+      await this.#ensureStarted();
+      if (held) await sendCommand(this.ctx, held);
     });
     next.catch(() => undefined);
     this.#writing = next;
   }
 
-  /** Drops what is held, unwritten, and holds nothing more. */
+  /** Drops what is held, unwritten, and holds nothing more (a deferred start is still written by `finish`). */
   close(): void {
     this.#held = undefined;
     this.#closed = true;
@@ -176,6 +251,11 @@ export class RunGate {
     }
     const held = this.#held;
     this.close();
+    if (this.#started === 'stale') return 'superseded';
+    if (this.#start) {
+      const started = await this.#finishStart(held, requeueAt);
+      if (started !== undefined) return started;
+    }
     if (refused) return { refused };
     if (!held) return 'none';
     try {
@@ -190,6 +270,36 @@ export class RunGate {
       if (isComputeError(error)) return { refused: error };
       throw error;
     }
+  }
+
+  /**
+   * The deferred start with the held send and the requeue, by one statement; undefined when the send must still be
+   * written the usual way (the one statement could not carry it, so the start went alone first).
+   */
+  async #finishStart(
+    held: readonly [StepSend, ...StepSend[]] | undefined,
+    requeueAt: Date | undefined,
+  ): Promise<GateFinish | undefined> {
+    const written = await this.#writeStart({
+      ...(held ? { sends: held } : {}),
+      ...(requeueAt !== undefined ? { requeue: requeueAt } : {}),
+    });
+    if (written.status === 'stale') return 'superseded';
+    if (written.status === 'committed') {
+      if (written.requeued) return 'requeued';
+      return held ? 'sent' : 'none';
+    }
+    // A policy, a taken key or a refusal (nothing was written): the start alone, then the send as a step's send is
+    // written otherwise.
+    this.#start = true;
+    try {
+      await this.#ensureStarted();
+    } catch (error) {
+      if (this.#started === 'stale') return 'superseded';
+      throw error;
+    }
+    if (written.status === 'refused') return { refused: written.error };
+    return undefined;
   }
 
   /** `sql` whose every statement (and transaction) first writes the held send. */

@@ -119,7 +119,10 @@ const siteAgent = machineAgent(siteJoined.nodeId);
 await siteAgent.connect('site');
 const entries = new Map<string, BootEntry>();
 
-const fetchSecret = (agentNodeId: string, ref: string) => security.fetchSecretForAgent(database, { agentNodeId, ref });
+// With the command that carries the reference, as the agent API's `secrets.fetch` passes it (one command read by its
+// key, not every open command of the agent: the site agent has one per machine in flight).
+const fetchSecret = (agentNodeId: string, ref: string, commandId?: string) =>
+  security.fetchSecretForAgent(database, { agentNodeId, ref, ...(commandId ? { commandId } : {}) });
 
 const machines: MachineInternals[] = [];
 for (let i = 1; i <= Number(machineCount); i += 1) {
@@ -166,7 +169,10 @@ async function siteCommand(command: Command): Promise<SimOutcome> {
     const wanted = machine.spec.bmcCredentials;
     if (wanted) {
       if (!bmc?.credentialRef) return failed(`BMC ${machine.bmc.address} refused: no credentials`);
-      const given = JSON.parse(await fetchSecret(siteAgent.nodeId, bmc.credentialRef)) as Record<string, unknown>;
+      const given = JSON.parse(await fetchSecret(siteAgent.nodeId, bmc.credentialRef, command.id)) as Record<
+        string,
+        unknown
+      >;
       if (given.username !== wanted.username || given.password !== wanted.password) {
         return failed(`BMC ${machine.bmc.address} refused the credentials`);
       }
@@ -179,31 +185,38 @@ async function siteCommand(command: Command): Promise<SimOutcome> {
       entries.delete(mac);
       return ok({ mac, mode: String(payload.mode) });
     }
-    entries.set(mac, { mac, token: await fetchSecret(siteAgent.nodeId, String(payload.tokenRef)) });
+    entries.set(mac, { mac, token: await fetchSecret(siteAgent.nodeId, String(payload.tokenRef), command.id) });
     return ok({ mac, mode: 'ramdisk' });
   }
   return { outcome: 'reject', reason: `the bench's site agent does not implement ${command.kind}` };
 }
 
-// The bulk poller: what every agent's pollCommands does (pending → dispatched, a command of a sequence only once the
-// one before it succeeded), for every node at once, through a partial index on pending commands the run adds to its
+// The poller: what every agent's pollCommands does (pending → dispatched, a command of a sequence only once the one
+// before it succeeded), for the nodes the commands channel named since the last poll (each agent's long poll is woken
+// by its own node's notification), through the kernel's index on a node's commands by state; and, as every long poll
+// re-checks, now and then for every node at once, through a partial index on pending commands the run adds to its
 // scratch database.
-const POLL_SQL = `
+const PICK_SQL = (which: string) => `
 UPDATE commands c SET state = 'dispatched', dispatched_at = $1, updated_at = $1
 FROM (
-  SELECT id FROM commands c WHERE state = 'pending' AND not_after >= $1 AND ${DISPATCHABLE_SQL}
+  SELECT id FROM commands c WHERE ${which} AND state = 'pending' AND not_after >= $1 AND ${DISPATCHABLE_SQL}
   ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ) p
 WHERE c.id = p.id
 RETURNING c.*`;
+const POLL_NODES_SQL = PICK_SQL('c.node_id = ANY($3::text[])');
+const POLL_ALL_SQL = PICK_SQL('TRUE');
 const POLL_LIMIT = 200;
 /**
- * How long the poller waits without a notification before it looks anyway (the agent API's long poll re-checks too,
- * every 15 s by default). It polls at once when a command is enqueued or becomes dispatchable (the commands channel), as the
- * agent API's long polls are woken, not every few milliseconds: the agents' process shares the machine with the
- * engine and the database, and a poll of its own every 5 ms was database work no deployed agent does.
+ * How long the poller waits without a notification before it looks at every node anyway (the agent API's long poll
+ * re-checks too, every 15 s by default). It polls the nodes named at once when a command is enqueued or becomes
+ * dispatchable (the commands channel), as the agent API's long polls are woken, not every few milliseconds: the
+ * agents' process shares the machine with the engine and the database, and a poll of its own every 5 ms was database
+ * work no deployed agent does. (Until 2026-12-07 07:10 every notification polled every node at once: 36 ms of
+ * database time a poll, a quarter of a core at this bench's rate, which no fleet of agents polling their own commands
+ * costs.)
  */
-const RECHECK_MS = 1_000;
+const RECHECK_MS = 5_000;
 /** Sessions are touched this often (they go stale after a minute without). */
 const TOUCH_EVERY_MS = 20_000;
 
@@ -237,19 +250,24 @@ function take(): Promise<CommandRow | undefined> {
   return new Promise((resolve) => waiters.push(resolve));
 }
 
-// Whether a command was enqueued or released since the last poll began, and the idle poller waiting for one.
-let notified = true;
+// The nodes named on the commands channel since the last poll began (a command enqueued or released for them), the
+// idle poller waiting for one, and whether the next poll looks at every node (at the start, and after RECHECK_MS).
+const notifiedNodes = new Set<string>();
+let pollAll = true;
 let wakePoller: (() => void) | undefined;
-await database.listen(COMMANDS_CHANNEL, () => {
-  notified = true;
+await database.listen(COMMANDS_CHANNEL, (payload) => {
+  notifiedNodes.add(payload);
   wakePoller?.();
 });
 
-/** Resolves at the next notification on the commands channel, or after RECHECK_MS. */
+/** Resolves at the next notification on the commands channel, or after RECHECK_MS (then every node is polled). */
 function nextNotification(): Promise<void> {
-  if (notified) return Promise.resolve();
+  if (notifiedNodes.size > 0) return Promise.resolve();
   return new Promise((resolve) => {
-    const timer = setTimeout(done, RECHECK_MS);
+    const timer = setTimeout(() => {
+      pollAll = true;
+      done();
+    }, RECHECK_MS);
     function done() {
       clearTimeout(timer);
       wakePoller = undefined;
@@ -259,11 +277,22 @@ function nextNotification(): Promise<void> {
   });
 }
 
+function pickPending(): Promise<{ rows: CommandRow[] }> {
+  const now = new Date();
+  if (pollAll) {
+    pollAll = false;
+    notifiedNodes.clear();
+    return database.query<CommandRow>(POLL_ALL_SQL, [now, POLL_LIMIT]);
+  }
+  const nodes = [...notifiedNodes];
+  notifiedNodes.clear();
+  return database.query<CommandRow>(POLL_NODES_SQL, [now, POLL_LIMIT, nodes]);
+}
+
 async function poll(): Promise<void> {
   while (!stopped) {
     try {
-      notified = false;
-      const { rows } = await database.query<CommandRow>(POLL_SQL, [new Date(), POLL_LIMIT]);
+      const { rows } = await pickPending();
       for (const row of rows) {
         // Acked at once, as an agent does when it takes a command; answered after its think time.
         commands.ackCommand(database, { nodeId: row.node_id, commandId: row.id }).then(() => {
@@ -277,8 +306,9 @@ async function poll(): Promise<void> {
           thinking.add(timer);
         }, fail);
       }
-      // A full page may have left more behind: poll again at once; otherwise wait to be told.
-      if (rows.length < POLL_LIMIT) await nextNotification();
+      // A full page may have left more behind: poll every node again at once; otherwise wait to be told.
+      if (rows.length >= POLL_LIMIT) pollAll = true;
+      else await nextNotification();
     } catch (err) {
       if (stopped) return;
       fail(err);

@@ -70,8 +70,11 @@ const EXPIRED_REASON = 'notAfter passed';
  * const sql = `SELECT * FROM commands c WHERE c.node_id = $1 AND c.state = 'pending' AND ${DISPATCHABLE_SQL}`;
  * ```
  */
-export const DISPATCHABLE_SQL = `(c.after_key IS NULL OR EXISTS (SELECT 1 FROM commands p
-  WHERE p.node_id = c.node_id AND p.key = c.after_key AND p.state = 'succeeded'))`;
+// The predecessor is read by its node and key alone (the unique key), and its state compared after: with the state in
+// the lookup, the planner may take the index on (node, state) and walk every succeeded command of the node (a site
+// agent's whole history) for each follower.
+export const DISPATCHABLE_SQL = `(c.after_key IS NULL OR (SELECT p.state FROM commands p
+  WHERE p.node_id = c.node_id AND p.key = c.after_key) = 'succeeded')`;
 
 /** Whether a command is still open but past its deadline at `now` (the deadline itself still counts as live). */
 export function isCommandDue(command: Pick<Command, 'state' | 'notAfter'>, now: Date): boolean {

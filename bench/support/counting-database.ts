@@ -93,7 +93,10 @@ export async function writeTrace(db: CountingDatabase): Promise<void> {
   const path = process.env.BENCH_TRACE;
   if (!path || !db.trace) return;
   const { writeFile } = await import('node:fs/promises');
-  await writeFile(path, `${db.trace.join('\n')}\n`);
+  // The texts by number (the `#n` of each line), whole, so statements that share their first 100 characters (every
+  // fenced write starts with its fence) can be told apart.
+  const texts = [...factsByText].map(([text, facts]) => `#${facts.id} ${text.replace(/\s+/g, ' ').trim()}`);
+  await writeFile(path, `${db.trace.join('\n')}\n## texts\n${texts.join('\n')}\n`);
 }
 
 const INSERTS_COMMAND = /\bINSERT INTO commands\b/;
@@ -124,6 +127,8 @@ function commandIds(facts: TextFacts, params: readonly unknown[] | undefined): s
 /** What the counter needs to know of a statement's text. */
 interface TextFacts {
   label: string;
+  /** The text's number in the trace's list of texts (written at its end). */
+  id: number;
   commitsOnItsOwn: boolean;
   insertsCommand: boolean;
 }
@@ -137,6 +142,7 @@ function factsOf(text: string): TextFacts {
   if (!facts) {
     facts = {
       label: text.replace(/\s+/g, ' ').trim().slice(0, 100),
+      id: factsByText.size + 1,
       commitsOnItsOwn: commitsOnItsOwn(text),
       insertsCommand: INSERTS_COMMAND.test(text),
     };
@@ -172,19 +178,22 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     target: SqlExecutor,
     text: string,
     params?: readonly unknown[],
+    txTag = '',
   ): Promise<QueryResult<R>> => {
     counts.statements += 1;
-    const { label } = factsOf(text);
+    const { label, id } = factsOf(text);
     bump(label);
     const line = trace ? trace.length : -1;
-    if (trace) note(`${label} | ${traceParams(params)}`);
+    const tagged = `#${id}${txTag} ${label}`;
+    if (trace) note(`${tagged} | ${traceParams(params)}`);
     const started = performance.now();
     try {
       return await target.query<R>(text, params);
     } finally {
       const took = performance.now() - started;
       busyMs.set(label, (busyMs.get(label) ?? 0) + took);
-      if (trace) trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${label} | ${traceParams(params)}`;
+      if (trace)
+        trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${tagged} | ${traceParams(params)}`;
     }
   };
   // The statement a notifyAfterCommit sends on the database's handle, counted and timed as any other.
@@ -201,16 +210,17 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     }
   };
   // `notifies.asked` is set when anything in the top-level transaction asked to notify after its commit.
-  const wrapTx = (tx: SqlExecutor, inserted: string[], notifies: { asked: boolean }): SqlExecutor => ({
+  // `txTag` (` tx<n>`) marks a transaction's statements in the trace, where other passes' statements interleave.
+  const wrapTx = (tx: SqlExecutor, inserted: string[], notifies: { asked: boolean }, txTag: string): SqlExecutor => ({
     query: (text, params) => {
       inserted.push(...commandIds(factsOf(text), params));
-      return query(tx, text, params);
+      return query(tx, text, params, txTag);
     },
     transaction: (fn) => {
       counts.savepoints += 1;
       bump(SAVEPOINT_PAIR, 2);
-      note('SAVEPOINT');
-      return tx.transaction((inner) => fn(wrapTx(inner, inserted, notifies)));
+      note(`SAVEPOINT${txTag}`);
+      return tx.transaction((inner) => fn(wrapTx(inner, inserted, notifies, txTag)));
     },
     ...(tx.notifyAfterCommit
       ? {
@@ -243,9 +253,10 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
       bump(TRANSACTION_PAIR, 2);
       const inserted: string[] = [];
       const notifies = { asked: false };
-      note('BEGIN');
-      const result = await db.transaction((tx) => fn(wrapTx(tx, inserted, notifies)));
-      note('COMMIT');
+      const txTag = ` tx${counts.transactions}`;
+      note(`BEGIN${txTag}`);
+      const result = await db.transaction((tx) => fn(wrapTx(tx, inserted, notifies, txTag)));
+      note(`COMMIT${txTag}`);
       if (notifies.asked) {
         counts.notifies += 1;
         bump(NOTIFY_AFTER_COMMIT);

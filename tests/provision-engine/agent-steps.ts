@@ -1,8 +1,10 @@
+import type { ModuleContext, SqlExecutor } from 'better-compute/core';
 import { bootLeaseHolder } from 'better-compute/core/kernel';
 import { ENGINE_DEFAULTS, pauseWorkflow, resumeWorkflow } from 'better-compute/provision';
 import { createFakeAgent, insertNode, settle } from 'better-compute/testkit';
 import { expect, it } from 'vitest';
 import { type EngineLab, lab as record, stepStates } from '../support/engine-lab';
+import { workflowReconciler } from './direct-pass';
 
 interface CommandRow {
   id: string;
@@ -22,6 +24,43 @@ interface CommandRow {
 
 async function commands(lab: EngineLab): Promise<CommandRow[]> {
   return (await lab.db.query<CommandRow>('SELECT * FROM commands ORDER BY created_at, key')).rows;
+}
+
+/** One workflow pass, as a worker's would run it, on `sql` that counts the transactions and records the statements. */
+async function countedPass(lab: EngineLab) {
+  const seen = { transactions: 0, statements: [] as string[] };
+  const db = lab.compute.context.sql;
+  const sql = new Proxy(db, {
+    get(target, name, receiver) {
+      if (name === 'query') {
+        return (text: string, params?: unknown[]) => {
+          seen.statements.push(text);
+          return target.query(text, params);
+        };
+      }
+      if (name === 'transaction') {
+        return (fn: Parameters<SqlExecutor['transaction']>[0]) => {
+          seen.transactions += 1;
+          return target.transaction(fn);
+        };
+      }
+      const value = Reflect.get(target, name, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const ctx: ModuleContext = { ...lab.compute.context, sql, item: { kind: 'workflow', key: lab.nodeId } };
+  await workflowReconciler(lab)(lab.nodeId, ctx);
+  return seen;
+}
+
+/** The transaction ids (xmin) of the workflow's step-start events and of its commands. */
+async function writers(lab: EngineLab, id: string) {
+  const { rows } = await lab.db.query<{ started: string[]; commands: string[] }>(
+    `SELECT ARRAY(SELECT xmin::text FROM events WHERE subject = $1 AND type = 'workflow.step.started') AS started,
+       ARRAY(SELECT xmin::text FROM commands WHERE workflow_id = $2 ORDER BY key) AS commands`,
+    [`workflow/${id}`, id],
+  );
+  return rows[0];
 }
 
 export function agentStepScenarios(getLab: () => EngineLab) {
@@ -149,6 +188,35 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     expect(await commands(lab)).toMatchObject([
       { node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, kind: 'lab.ping' },
     ]);
+    expect(lab.siteAgent.answered).toHaveLength(1);
+  });
+
+  it('starts a site step and sends its command by one statement, the site agent read before it, in no transaction', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-site-one-statement', steps: [{ use: 'lab.sitePing' }] });
+    const seen = await countedPass(lab);
+    expect(seen.transactions).toBe(0);
+    expect(seen.statements.some((text) => /JOIN agent_sessions/.test(text))).toBe(true);
+    const [command] = await commands(lab);
+    expect(command).toMatchObject({ node_id: lab.siteAgent.nodeId, target_node_id: lab.nodeId, state: 'pending' });
+    const seenWriters = await writers(lab, id);
+    expect(seenWriters?.commands).toEqual(seenWriters?.started);
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:waiting']);
+  });
+
+  it('waits for a site agent without a transaction while none is connected, and sends once one is', async () => {
+    const lab = getLab();
+    await lab.siteAgent.disconnect();
+    const id = await lab.start({ id: 'lab-site-none', steps: [{ use: 'lab.sitePing' }] });
+    const seen = await countedPass(lab);
+    expect(seen.transactions).toBe(0);
+    expect(await commands(lab)).toHaveLength(0);
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:running']);
+    await lab.siteAgent.connect();
+    lab.clock.advance(ENGINE_DEFAULTS.commandStepPollMs);
+    await lab.settle();
+    expect((await lab.workflow(id)).state).toBe('succeeded');
     expect(lab.siteAgent.answered).toHaveLength(1);
   });
 
@@ -288,6 +356,26 @@ export function agentStepScenarios(getLab: () => EngineLab) {
     expect(wf.state).toBe('succeeded');
     expect(wf.steps[0]?.result).toEqual({ bootId: 'boot-2', role: 'node' });
     expect(before).not.toBe('boot-2');
+  });
+
+  it("looks at a rejoin step's agent session without a transaction, and writes nothing while it has not come back", async () => {
+    const lab = getLab();
+    const id = await lab.start({ id: 'lab-rejoin-look', steps: [{ use: 'lab.reboot' }] });
+    await lab.compute.runDueWork();
+    await lab.nodeAgent.poll();
+    await lab.compute.runDueWork();
+    expect(stepStates(await lab.workflow(id))).toEqual(['main.1:waiting']);
+    const revision = (await lab.db.query<{ revision: string }>('SELECT revision FROM workflows WHERE id = $1', [id]))
+      .rows[0]?.revision;
+    lab.clock.advance(ENGINE_DEFAULTS.workflowPollMs);
+    const seen = await countedPass(lab);
+    expect(seen.transactions).toBe(0);
+    expect(seen.statements.some((text) => /FROM agent_sessions/.test(text))).toBe(true);
+    const after = await lab.db.query<{ revision: string }>('SELECT revision FROM workflows WHERE id = $1', [id]);
+    expect(after.rows[0]?.revision).toBe(revision);
+    await lab.nodeAgent.rejoin({ bootId: 'boot-after-look' });
+    await lab.settle();
+    expect((await lab.workflow(id)).steps[0]?.result).toMatchObject({ bootId: 'boot-after-look' });
   });
 
   it('succeeds a rejoin when the agent comes back in a new role with the same boot id', async () => {

@@ -125,7 +125,9 @@ describe('a transition decides on the snapshot and returns a plan', () => {
     });
     const snapshot = snapshotOf(workflow(), [site]);
     const before = structuredClone(snapshot);
-    expect(await advanceWorkflow(env, snapshot, {}, now)).toEqual({ needs: { kind: 'site-agent', nodeId: 'node_1' } });
+    expect(await advanceWorkflow(env, snapshot, {}, now)).toEqual({
+      needs: { kind: 'site-agent', nodeId: 'node_1', siteId: 'site_1' },
+    });
     expect(snapshot).toEqual(before);
     const known = { siteAgent: { nodeId: 'node_agent' } as never };
     const t = await advanceWorkflow(env, snapshot, known, now);

@@ -82,7 +82,9 @@ export async function sendAgentCommand(
   const deadline = step.deadline ?? now;
   let target = node.id;
   if (step.runsOn === 'site') {
-    if (known.siteAgent === undefined) return { kind: 'needs', need: { kind: 'site-agent', nodeId: node.id } };
+    if (known.siteAgent === undefined) {
+      return { kind: 'needs', need: { kind: 'site-agent', nodeId: node.id, siteId: node.siteId ?? null } };
+    }
     const agent = known.siteAgent;
     if (!agent) {
       if (now.getTime() >= deadline.getTime()) {

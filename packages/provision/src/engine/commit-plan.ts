@@ -3,6 +3,7 @@ import {
   type CommitChange,
   type CommitResult,
   commit,
+  connectedSiteAgents,
   currentAgentSession,
   OPEN_COMMAND_STATES,
 } from '@better-compute/core/kernel';
@@ -15,9 +16,10 @@ import type { EngineEnv } from './transitions';
 import { STEP_CHANGE_FIELDS, type WorkflowRecord } from './workflow-rows';
 
 /**
- * Reads what a transition needs, in the caller's transaction (the workflow row locked): a connected site agent, a
- * command (`commands.get`, which expires one past its `notAfter`), an agent's session, the host config resolved on
- * the node's labels (the node row locked).
+ * Reads what a transition needs: a connected site agent of the node's site (the boot-lease holder first), what the
+ * driver targets add, an agent's session (these three also without a transaction, before the plan's guarded
+ * statement), a command (`commands.get`, which expires one past its `notAfter`) or the host config resolved on the
+ * node's labels (the node row locked), these two in the caller's transaction with the workflow row locked.
  *
  * @example
  * ```ts
@@ -26,8 +28,12 @@ import { STEP_CHANGE_FIELDS, type WorkflowRecord } from './workflow-rows';
  */
 export async function readNeed(tx: SqlExecutor, env: EngineEnv, need: Need, now: Date): Promise<Known> {
   switch (need.kind) {
-    case 'site-agent':
-      return { siteAgent: (await siteAgentFor(tx, need.nodeId, env.ctx.clock)) ?? null };
+    case 'site-agent': {
+      if (need.siteId === undefined) return { siteAgent: (await siteAgentFor(tx, need.nodeId, env.ctx.clock)) ?? null };
+      if (need.siteId === null) return { siteAgent: null };
+      const [agent] = await connectedSiteAgents(tx, need.siteId, { now: env.ctx.clock.now() });
+      return { siteAgent: agent ?? null };
+    }
     case 'command':
       return { command: (await env.ctx.commands.get(tx, need.commandId)) ?? null };
     case 'agent-session': {

@@ -1,7 +1,7 @@
 import { advanceWorkflow } from './advance';
 import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import type { Decision, RunRequest } from './decision';
-import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Plan, PlanDraft } from './plan';
+import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Need, type Plan, PlanDraft } from './plan';
 import type { RunOutcome } from './run-step';
 import type { EngineEnv } from './transitions';
 import { failStep, succeedStep } from './transitions';
@@ -9,6 +9,31 @@ import type { LoadedWorkflow } from './workflow-rows';
 
 // A transition needs at most a site agent, an agent session and a refused send before it decides.
 const MAX_READS_PER_TRANSITION = 8;
+
+/**
+ * What a transition may read without a transaction, before the plan's one statement: rows that statement does not
+ * write (a site agent's session, an agent's session, what a driver target adds), read at read-committed as they would
+ * be in the transaction, where nothing locks them either. The workflow is held as the transaction's row lock held it,
+ * by the statement's revision guard: a plan decided on a workflow that changed meanwhile is stale and decided anew. A
+ * command's read (which expires it) and the host config (which locks the node) still take a transaction.
+ */
+const PLAIN_READS: ReadonlySet<Need['kind']> = new Set(['site-agent', 'agent-session', 'driver-target']);
+
+/**
+ * One transition, with the plain reads it needs made on the way (see `PLAIN_READS`) when `read`; what it needs beyond
+ * them comes back as its need.
+ */
+async function advanceWithPlainReads(env: EngineEnv, state: LoadedWorkflow, read: boolean, now: Date) {
+  let known: Known = {};
+  for (let reads = 0; ; reads += 1) {
+    const t = await advanceWorkflow(env, state, known, now);
+    if (!read || !('needs' in t) || !PLAIN_READS.has(t.needs.kind)) return t;
+    if (reads === MAX_READS_PER_TRANSITION) {
+      throw new Error(`workflow ${state.workflow.id}: a transition kept asking for reads`);
+    }
+    known = { ...known, ...(await readNeed(env.ctx.sql, env, t.needs, now)) };
+  }
+}
 
 /** A control-plane step's run that ended and waits to be settled. */
 export interface EndedRun {
@@ -51,8 +76,9 @@ export type Planned =
   | { kind: 'needs-transaction'; plan: Plan; state: LoadedWorkflow; transitions: number };
 
 /**
- * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing outside the workflow
- * is needed (skips, the next control-plane step started, a node step's command, the workflow finished).
+ * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing but plain reads
+ * (see `PLAIN_READS`) is needed (skips, the next control-plane step started, an agent step's command with the site
+ * agent and driver fields it goes with, a rejoin looked at, the workflow finished).
  *
  * @example
  * ```ts
@@ -79,7 +105,8 @@ export async function planPass(
   let transitions = 0;
   while (transitions < budget) {
     transitions += 1;
-    const t = await advanceWorkflow(env, state, {}, now);
+    // After a run that writes with its result, nothing is read before that write commits: the pass reads again.
+    const t = await advanceWithPlainReads(env, state, withResult === undefined, now);
     const needs = 'needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands);
     if (withResult && (needs || t.plan.readsLabels)) {
       const before = { plan: acc, state };

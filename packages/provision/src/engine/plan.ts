@@ -53,7 +53,8 @@ export type PlanCancel =
 
 /** What a transition still needs to know before it can decide; it is read in a transaction with the workflow locked. */
 export type Need =
-  | { readonly kind: 'site-agent'; readonly nodeId: string }
+  /** `siteId`: the node's site as the workflow was read with it (no site: none to read; unset: read the node). */
+  | { readonly kind: 'site-agent'; readonly nodeId: string; readonly siteId?: string | null }
   | { readonly kind: 'command'; readonly commandId: string }
   | { readonly kind: 'agent-session'; readonly nodeId: string }
   | { readonly kind: 'host-config'; readonly nodeId: string; readonly hostConfig: unknown }

@@ -23,7 +23,7 @@ import {
   type UserDataTemplate,
   type UserDataVariables,
 } from 'better-compute/provision';
-import { insertNode, isWorkerCrashed } from 'better-compute/testkit';
+import { insertNode, isWorkerCrashed, settle } from 'better-compute/testkit';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ScratchDatabase, scratchPglite } from './support/databases';
@@ -526,13 +526,46 @@ describe('userdata.render in a workflow, with the pki wired', () => {
     expect(await renderedUserData(lab.db, id)).toEqual(second);
   });
 
-  it('returns the first run result when the worker died after recording it, minting nothing more', async () => {
+  it('writes the token, the document and its record with the result: a run cut short leaves none, its re-run renders once', async () => {
+    const id = await lab.start(renderProfile);
+    const tables = ['pki_join_tokens', 'pki_secrets', 'userdata_renders'];
+    const counts = async () => Promise.all(tables.map((table) => countRows(lab, table)));
+    const before = await counts();
+    // Boundaries of the dying worker: 1 claims the due items, 2 the expiry sweep, 3 requeues it, 4 starts the workflow
+    // and marks main.1 running; the run writes nothing of its own; 5 records it succeeded with what it rendered, and
+    // the worker dies before that commits.
+    const dying = await createCrashingLab(lab.db, lab.clock, 5, 'before-commit', labOptions());
+    expect(isWorkerCrashed(await rejectionOf(() => dying.compute.runDueWork()))).toBe(true);
+    expect((await lab.workflow(id)).steps[0]?.state).toBe('running');
+    expect(await counts()).toEqual(before);
+
+    await lab.settle();
+    const { result, document } = await renderedDocument(id);
+    expect(await counts()).toEqual(before.map((n) => n + 1));
+    expect(document).toContain(result.joinTokenId);
+    // One statement wrote the three, the one that recorded the step succeeded.
+    const { rows } = await lab.db.query<{ writers: string[] }>(
+      `SELECT ARRAY[(SELECT xmin::text FROM pki_join_tokens WHERE id = $1), (SELECT xmin::text FROM pki_secrets WHERE id = $2),
+         (SELECT xmin::text FROM userdata_renders WHERE user_data_ref = $2),
+         (SELECT xmin::text FROM events WHERE subject = $3 AND type = 'workflow.step.succeeded')] AS writers`,
+      [result.joinTokenId, result.userDataRef, `workflow/${id}`],
+    );
+    expect(new Set(rows[0]?.writers).size).toBe(1);
+  });
+
+  it('without ports that stage, returns the first run result when the worker died after recording it, minting nothing more', async () => {
+    // pki's port without its staging: the token and the document are written before the result, found by a re-run.
+    const unstaged = () => {
+      const options = labOptions();
+      const { stageJoinToken: _left, ...port } = security.port();
+      return { ...options, kernel: { ...options.kernel, pki: port } };
+    };
     const id = await lab.start(renderProfile);
     const [tokens, secrets] = [await countRows(lab, 'pki_join_tokens'), await countRows(lab, 'pki_secrets')];
     // Boundaries of the dying worker: 1 claims the due items, 2 the expiry sweep, 3 requeues it, 4 starts the workflow
     // and marks main.1 running, then the step mints its token (5) and records its render (6); the worker dies after
     // that commit, before settling.
-    const dying = await createCrashingLab(lab.db, lab.clock, 6, 'after-commit', labOptions());
+    const dying = await createCrashingLab(lab.db, lab.clock, 6, 'after-commit', unstaged());
     expect(isWorkerCrashed(await rejectionOf(() => dying.compute.runDueWork()))).toBe(true);
     const { rows: recorded } = await lab.db.query<Record<string, string>>(
       'SELECT step_key, user_data_ref, join_token_id, kind FROM userdata_renders',
@@ -547,7 +580,12 @@ describe('userdata.render in a workflow, with the pki wired', () => {
     ]);
     expect((await lab.workflow(id)).steps[0]?.state).toBe('running');
 
-    await lab.settle();
+    const survivor = await createEngineLab(scratch.db, { ...unstaged(), clock: lab.clock });
+    try {
+      await settle(survivor.compute, { clock: lab.clock });
+    } finally {
+      await survivor.close();
+    }
     const { result } = await renderedDocument(id);
     expect(result).toEqual({
       userDataRef: recorded[0]?.user_data_ref,

@@ -52,6 +52,7 @@ import {
   issueJoinTokenSecret,
   type JoinTokenInput,
   revokeJoinToken,
+  stageJoinToken,
   stageJoinTokenSecret,
 } from './tokens/join-tokens';
 
@@ -174,6 +175,7 @@ export function pki(options: PkiOptions): Pki {
     port: (_sql, portClock) => ({
       issueJoinToken: (tx, input) => issueJoinToken(tx, input, { clock: portClock ?? clock }),
       issueJoinTokenSecret: (tx, input) => issueJoinTokenSecret(tx, input, { clock: portClock ?? clock, key }),
+      stageJoinToken: (input) => stageJoinToken(input, { clock: portClock ?? clock }),
       stageJoinTokenSecret: (input) => stageJoinTokenSecret(input, { clock: portClock ?? clock, key }),
     }),
     secrets: (sql, secretsClock) => createSecretBroker(sql, { key, clock: secretsClock ?? clock, log }),

@@ -51,6 +51,19 @@ export interface PkiPort {
     input: IssueJoinTokenInput & { secretTenantId: string },
   ): Promise<{ id: string; ref: SecretRef }>;
   /**
+   * A join token as {@link PkiPort.issueJoinToken} mints it, prepared without the database: its value now (to render
+   * into a document), the row written by the caller's own commit (`write.changes`, only while the tenant, and the site
+   * and node the token names in it, exist, else the commit writes nothing) or alone in a transaction (`write.write`,
+   * NOT_FOUND). A token staged with a step's result exists exactly when the step succeeded. Optional.
+   *
+   * @example
+   * ```ts
+   * const { id, token, write } = ctx.pki!.stageJoinToken!({ tenantId, role: 'provisioned', nodeId, ttlSeconds: 7200, maxUses: 1 });
+   * ctx.writeWithResult?.(write);
+   * ```
+   */
+  stageJoinToken?(input: IssueJoinTokenInput): { id: string; token: string; write: StagedWrite };
+  /**
    * The same token and secret as {@link PkiPort.issueJoinTokenSecret}, prepared without the database: the caller
    * writes them with its own commit (`write.changes`, all or nothing with it: a boot entry's send carries the token
    * it references, so the token exists exactly when the command does), or in its transaction (`write.write`). An

@@ -21,4 +21,17 @@ export interface SecretBroker {
    * (`ctx.writeWithResult`). A reference already gone is no error.
    */
   stageDelete?(refs: readonly SecretRef[]): StagedWrite;
+  /**
+   * `put` prepared for the caller's own commit: the reference now, the value stored by `write.changes` (with the
+   * commit's gate, only in a tenant that exists, else the commit writes nothing) or alone in a transaction
+   * (`write.write(tx)`, NOT_FOUND for an unknown tenant). A step that stores a document with its result
+   * (`ctx.writeWithResult`) leaves nothing behind when it does not succeed. Bad input throws at once (INVALID_INPUT).
+   *
+   * @example
+   * ```ts
+   * const { ref, write } = ctx.secrets!.stagePut!('root', document);
+   * ctx.writeWithResult?.(write);
+   * ```
+   */
+  stagePut?(tenantId: string, value: string): { ref: SecretRef; write: StagedWrite };
 }

@@ -55,6 +55,28 @@ async function readSecret(sql: SqlExecutor, ref: SecretRef, key: Uint8Array): Pr
   return new TextDecoder().decode(open(key, context(ref, row.tenant_id), row.sealed_value));
 }
 
+// A value checked and sealed for a new reference (`put`, `stagePut`).
+function sealForPut(key: Uint8Array, tenantId: unknown, value: unknown): { id: string; sealed: string } {
+  requireString(tenantId, ['tenantId']);
+  if (typeof value !== 'string' || Buffer.byteLength(value, 'utf8') > MAX_SECRET_BYTES) {
+    throw new ComputeError('INVALID_INPUT', `a secret value is a string of at most ${MAX_SECRET_BYTES} bytes`, {
+      details: { path: ['value'] },
+    });
+  }
+  const id = newId('sec');
+  return { id, sealed: sealSecret(key, id, tenantId as string, value) };
+}
+
+// One statement: stored only in a tenant that exists.
+async function insertSealed(sql: SqlExecutor, id: string, tenantId: string, sealed: string, now: Date): Promise<void> {
+  const { rowCount } = await sql.query(
+    `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+     SELECT $1::text, $2::text, $3::text, $4::timestamptz WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)`,
+    [id, tenantId, sealed, now],
+  );
+  if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
+}
+
 /**
  * The secret broker: values sealed with AES-256-GCM under the configured key (bound to their id and tenant), only
  * `sec_…` references leave it. `resolve` of an unknown reference is NOT_FOUND; a malformed one INVALID_INPUT.
@@ -68,22 +90,29 @@ async function readSecret(sql: SqlExecutor, ref: SecretRef, key: Uint8Array): Pr
 export function createSecretBroker(sql: SqlExecutor, deps: SecretBrokerDeps): Required<SecretBroker> {
   return {
     async put(tenantId, value) {
-      requireString(tenantId, ['tenantId']);
-      if (typeof value !== 'string' || Buffer.byteLength(value, 'utf8') > MAX_SECRET_BYTES) {
-        throw new ComputeError('INVALID_INPUT', `a secret value is a string of at most ${MAX_SECRET_BYTES} bytes`, {
-          details: { path: ['value'] },
-        });
-      }
-      const id = newId('sec');
-      const sealed = sealSecret(deps.key, id, tenantId, value);
-      // One statement: stored only in a tenant that exists.
-      const { rowCount } = await sql.query(
-        `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
-         SELECT $1::text, $2::text, $3::text, $4::timestamptz WHERE EXISTS (SELECT 1 FROM tenants WHERE id = $2)`,
-        [id, tenantId, sealed, deps.clock.now()],
-      );
-      if (rowCount === 0) throw new ComputeError('NOT_FOUND', 'no such tenant', { details: { path: ['tenantId'] } });
+      const { id, sealed } = sealForPut(deps.key, tenantId, value);
+      await insertSealed(sql, id, tenantId, sealed, deps.clock.now());
       return id;
+    },
+    stagePut(tenantId, value) {
+      const { id, sealed } = sealForPut(deps.key, tenantId, value);
+      const now = deps.clock.now();
+      return {
+        ref: id,
+        write: {
+          changes: [
+            {
+              name: 'secret_put',
+              sql: ({ bind, guard }) =>
+                `INSERT INTO pki_secrets (id, tenant_id, sealed_value, created_at)
+                 SELECT ${bind(id)}::text, ${bind(tenantId)}::text, ${bind(sealed)}::text, ${bind(now)}::timestamptz
+                 WHERE ${guard}`,
+              requires: ({ bind }) => `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(tenantId)})`,
+            },
+          ],
+          write: (tx) => insertSealed(tx, id, tenantId, sealed, now),
+        },
+      };
     },
     async resolve(ref) {
       const value = await readSecret(sql, requireRef(ref), deps.key);

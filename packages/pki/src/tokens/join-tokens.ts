@@ -206,6 +206,36 @@ export async function issueJoinTokenSecret(
 }
 
 /**
+ * A join token as {@link issueJoinToken} mints it, checked and prepared without the database: its value for the caller
+ * (to render into a document), and `write.changes`, the token's insert (`join_token`) for the caller's own commit,
+ * requiring that the tenant, and the site and node the token names in it, exist (else the commit writes nothing);
+ * `write.write(tx)` is {@link issueJoinToken}'s statement, with its NOT_FOUND. Bad input throws at once (INVALID_INPUT).
+ *
+ * @example
+ * ```ts
+ * const { id, token, write } = stageJoinToken({ tenantId, role: 'provisioned', nodeId, ttlSeconds: 7200 }, { clock });
+ * await commit(ctx, { changes: [gate, ...write.changes] });
+ * ```
+ */
+export function stageJoinToken(
+  input: JoinTokenInput,
+  deps: { clock: Clock },
+): { id: string; token: string; write: StagedWrite } {
+  const prepared = prepareJoinToken(input, deps.clock.now());
+  const [, tenantId, , , siteId, nodeId] = prepared.row;
+  const changes: CommitChange[] = [
+    {
+      name: 'join_token',
+      sql: ({ bind, guard }) =>
+        `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
+      requires: ({ bind }) => tokenPlaceSql(bind(tenantId), bind(siteId), bind(nodeId)),
+    },
+  ];
+  const write = (tx: SqlExecutor) => insertToken(tx, prepared, INSERT_TOKEN, prepared.row);
+  return { id: prepared.id, token: prepared.token, write: { changes, write } };
+}
+
+/**
  * The token and secret of {@link issueJoinTokenSecret}, checked and prepared without the database, for the caller's
  * own commit: `write.changes` are the token's insert (`join_token`) and the secret's (`join_token_secret`, written by
  * the same guard, so both or neither; neither names the other, so one commit can carry several tokens), requiring that the tenant, and the site and node the token names in it, and the secret's tenant exist

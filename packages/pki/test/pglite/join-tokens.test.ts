@@ -216,6 +216,58 @@ describe("staging a join token as a secret, for the caller's own commit", () => 
   });
 });
 
+describe("staging a join token for the caller's own commit, its value returned", () => {
+  const count = async () =>
+    Number((await h.scratch.db.query<{ n: string }>('SELECT count(*) AS n FROM pki_join_tokens')).rows[0]?.n);
+  const commitWith = (write: StagedWrite, holds: boolean) =>
+    commit(
+      { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never },
+      {
+        changes: [
+          { name: 'gate', sql: ({ guard }) => `SELECT 1 AS held WHERE ${holds} AND ${guard}` },
+          ...write.changes,
+        ],
+      },
+    );
+  const base = { tenantId: 'acme', role: 'discovery', siteId: 'site_acme', ttlSeconds: 600, maxUses: 1 } as const;
+
+  it("is written only with the caller's gate, and the value it returned then joins", async () => {
+    const { id, token, write } = h.pki.port(h.scratch.db).stageJoinToken!(base);
+    h.plaintexts.push(token, token.split('.')[1] ?? token);
+    expect(token.startsWith(`${id}.`)).toBe(true);
+    const before = await count();
+    expect((await commitWith(write, false)).status).toBe('stale');
+    expect(await count()).toBe(before);
+    expect((await commitWith(write, true)).status).toBe('committed');
+    expect(await findPlaintext(h.scratch.db, [token.split('.')[1] ?? token])).toEqual([]);
+    expect((await join({ token })).nodeId).toMatch(/^node_/);
+  });
+
+  it('makes the commit stale for an unknown tenant, site or node, which write() names', async () => {
+    const before = await count();
+    const refusals = [
+      [{ ...base, tenantId: 'nobody' }, ['tenantId']],
+      [{ ...base, siteId: 'site_root' }, ['siteId']],
+      [{ ...base, role: 'node', nodeId: 'node_nobody' }, ['nodeId']],
+    ] as const;
+    for (const [input, path] of refusals) {
+      const { write } = h.pki.port(h.scratch.db).stageJoinToken!(input);
+      expect((await commitWith(write, true)).status).toBe('stale');
+      const error = await computeErrorOf(
+        h.scratch.db.transaction((tx) => write.write(tx)),
+        'NOT_FOUND',
+      );
+      expect(error.details.path).toEqual(path);
+    }
+    expect(await count()).toBe(before);
+    const error = await computeErrorOf(
+      Promise.resolve().then(() => h.pki.port(h.scratch.db).stageJoinToken!({ ...base, ttlSeconds: 0 })),
+      'INVALID_INPUT',
+    );
+    expect(error.details.path).toEqual(['ttlSeconds']);
+  });
+});
+
 describe('joining', () => {
   it('a discovery join creates an enrolling machine in the token tenant and site and returns a certificate', async () => {
     const { token } = await issueTracked(h, {

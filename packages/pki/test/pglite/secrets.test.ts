@@ -98,6 +98,39 @@ describe('the secret broker', () => {
     expect(error.details.path).toEqual(['refs', 1]);
   });
 
+  it("stages a value for a caller's commit: stored only with the commit's gate and in a tenant that exists", async () => {
+    const secrets = h.pki.secrets(h.scratch.db);
+    const ctx = { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never };
+    const gate = (holds: boolean): CommitChange => ({
+      name: 'gate',
+      sql: ({ guard }) => `SELECT 1 AS held WHERE ${holds} AND ${guard}`,
+    });
+    const stored = async (ref: string) =>
+      (await h.scratch.db.query('SELECT 1 FROM pki_secrets WHERE id = $1', [ref])).rowCount;
+    const held = secrets.stagePut('root', 'staged-value');
+    expect((await commit(ctx, { changes: [gate(false), ...held.write.changes] })).status).toBe('stale');
+    expect(await stored(held.ref)).toBe(0);
+    expect((await commit(ctx, { changes: [gate(true), ...held.write.changes] })).status).toBe('committed');
+    expect(await secrets.resolve(held.ref)).toBe('staged-value');
+    // Sealed like any other value: the plaintext is not in the row.
+    expect(await findPlaintext(h.scratch.db, ['staged-value'])).toEqual([]);
+    const nowhere = secrets.stagePut('nobody', 'lost');
+    expect((await commit(ctx, { changes: [gate(true), ...nowhere.write.changes] })).status).toBe('stale');
+    const tenant = await computeErrorOf(
+      h.scratch.db.transaction((tx) => nowhere.write.write(tx)),
+      'NOT_FOUND',
+    );
+    expect(tenant.details.path).toEqual(['tenantId']);
+    const alone = secrets.stagePut('root', 'written alone');
+    await h.scratch.db.transaction((tx) => alone.write.write(tx));
+    expect(await secrets.resolve(alone.ref)).toBe('written alone');
+    const value = await computeErrorOf(
+      Promise.resolve().then(() => secrets.stagePut('root', 42 as never)),
+      'INVALID_INPUT',
+    );
+    expect(value.details.path).toEqual(['value']);
+  });
+
   it('refuses malformed references and values with INVALID_INPUT at their path', async () => {
     const secrets = h.pki.secrets(h.scratch.db);
     expect((await computeErrorOf(secrets.resolve('sec_nope'), 'INVALID_INPUT')).details.path).toEqual(['ref']);

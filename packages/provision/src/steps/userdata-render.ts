@@ -1,4 +1,5 @@
-import { ComputeError, manifest, type SqlExecutor } from '@better-compute/core';
+import { ComputeError, type IssueJoinTokenInput, manifest, type SqlExecutor } from '@better-compute/core';
+import type { CommitChange } from '@better-compute/core/kernel';
 import { defineStep } from '../define/define-step';
 import type { Profile, StepContext } from '../define/types';
 import {
@@ -75,10 +76,14 @@ async function render(ctx: StepContext, options: CheckedUserDataOptions): Promis
       details: { path: ['nodeId'] },
     });
   }
-  // Find before create: a re-run after a crash returns the first run's token and document.
   const stepKey = userDataRenderKey(ctx);
-  const done = await findRender(ctx.sql, stepKey);
-  if (done) return done;
+  const stage = stagedRender(ctx);
+  // Find before create, when the token and document are written before the result: a re-run after a crash returns
+  // the first run's. Staged with the result instead, they exist only once the step succeeded, and it runs no more.
+  if (!stage) {
+    const done = await findRender(ctx.sql, stepKey);
+    if (done) return done;
+  }
 
   const profile = await pinnedProfile(ctx);
   const userData = profile.userData;
@@ -98,40 +103,100 @@ async function render(ctx: StepContext, options: CheckedUserDataOptions): Promis
   };
   renderTemplate(template, { ...values, joinToken: PROBE_TOKEN });
 
-  const minted = await ctx.sql.transaction((tx) =>
-    pki.issueJoinToken(tx, {
-      tenantId: ctx.tenantId,
-      role: 'provisioned',
-      nodeId: node.id,
-      ...(node.siteId ? { siteId: node.siteId } : {}),
-      ...(node.poolId ? { poolId: node.poolId } : {}),
-      ttlSeconds: profile.tokenTtlSeconds ?? DEFAULT_USER_DATA_TOKEN_TTL_SECONDS,
-      maxUses: 1,
-    }),
-  );
+  const tokenInput: IssueJoinTokenInput = {
+    tenantId: ctx.tenantId,
+    role: 'provisioned',
+    nodeId: node.id,
+    ...(node.siteId ? { siteId: node.siteId } : {}),
+    ...(node.poolId ? { poolId: node.poolId } : {}),
+    ttlSeconds: profile.tokenTtlSeconds ?? DEFAULT_USER_DATA_TOKEN_TTL_SECONDS,
+    maxUses: 1,
+  };
+  if (stage) {
+    const rendered = stage(tokenInput, stepKey, userData.kind, (token) =>
+      renderTemplate(template, { ...values, joinToken: token }),
+    );
+    logRendered(ctx, node.id, rendered);
+    return rendered;
+  }
+  const minted = await ctx.sql.transaction((tx) => pki.issueJoinToken(tx, tokenInput));
   const document = renderTemplate(template, { ...values, joinToken: minted.token });
   const userDataRef = await secrets.put(ctx.tenantId, document);
+  const rendered = { userDataRef, kind: userData.kind, joinTokenId: minted.id };
   const stored = await ctx.sql.transaction(async (tx) => {
-    await tx.query(
-      `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref, join_token_id, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_key) DO NOTHING`,
-      [stepKey, ctx.workflowId, ctx.tenantId, userData.kind, userDataRef, minted.id, ctx.clock.now()],
-    );
+    await tx.query(INSERT_RENDER, renderRow(ctx, stepKey, rendered));
     return findRender(tx, stepKey);
   });
   if (!stored) throw new ComputeError('INTERNAL', 'the user-data render was not recorded');
   // Another run of the same step recorded first: its render stands, this document is dropped.
   if (stored.userDataRef !== userDataRef) await secrets.delete?.(userDataRef);
+  logRendered(ctx, node.id, stored);
+  return stored;
+}
+
+const INSERT_RENDER = `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref,
+  join_token_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_key) DO NOTHING`;
+
+function renderRow(ctx: StepContext, stepKey: string, rendered: RenderedUserData): unknown[] {
+  const { userDataRef, kind, joinTokenId } = rendered;
+  return [stepKey, ctx.workflowId, ctx.tenantId, kind, userDataRef, joinTokenId, ctx.clock.now()];
+}
+
+function logRendered(ctx: StepContext, nodeId: string, rendered: RenderedUserData): void {
   ctx.log.info('user data rendered', {
     workflowId: ctx.workflowId,
     stepId: ctx.stepId,
-    nodeId: node.id,
-    kind: stored.kind,
-    userDataRef: stored.userDataRef,
-    joinTokenId: stored.joinTokenId,
+    nodeId,
+    kind: rendered.kind,
+    userDataRef: rendered.userDataRef,
+    joinTokenId: rendered.joinTokenId,
   });
-  return stored;
 }
+
+/**
+ * The render written with the step's result, when the ports can stage it (pki's `stageJoinToken`, the broker's
+ * `stagePut`) and the run can write with its result: the token, the document and the render's record are then
+ * written by the statement that settles the step (or all in one transaction), so a run that does not succeed leaves
+ * no token or document behind. Undefined otherwise.
+ */
+function stagedRender(ctx: StepContext) {
+  const stageToken = ctx.pki?.stageJoinToken?.bind(ctx.pki);
+  const stagePut = ctx.secrets?.stagePut?.bind(ctx.secrets);
+  const writeWithResult = ctx.writeWithResult?.bind(ctx);
+  if (!stageToken || !stagePut || !writeWithResult) return undefined;
+  return (
+    tokenInput: IssueJoinTokenInput,
+    stepKey: string,
+    kind: string,
+    documentFor: (token: string) => string,
+  ): RenderedUserData => {
+    const minted = stageToken(tokenInput);
+    const put = stagePut(ctx.tenantId, documentFor(minted.token));
+    const rendered = { userDataRef: put.ref, kind, joinTokenId: minted.id };
+    const row = renderRow(ctx, stepKey, rendered);
+    // A record under the same key can only be a run's that wrote before its result (a worker without staging ports):
+    // it stays, and this result is the step's.
+    const record: CommitChange = {
+      name: 'userdata_render',
+      sql: ({ bind, guard }) =>
+        `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref, join_token_id,
+           created_at) SELECT ${row.map((value, i) => `${bind(value)}${RENDER_CASTS[i]}`).join(', ')} WHERE ${guard}
+         ON CONFLICT (step_key) DO NOTHING`,
+    };
+    writeWithResult({
+      changes: [...minted.write.changes, ...put.write.changes, record],
+      async write(tx) {
+        await minted.write.write(tx);
+        await put.write.write(tx);
+        await tx.query(INSERT_RENDER, row);
+      },
+    });
+    return rendered;
+  };
+}
+
+// The column types of a render's row, for its values bound in a commit's statement.
+const RENDER_CASTS = ['::text', '::text', '::text', '::text', '::text', '::text', '::timestamptz'];
 
 /**
  * Makes the `userdata.render` step with the module's user-data options (provision registers it as its own): renders
@@ -139,8 +204,11 @@ async function render(ctx: StepContext, options: CheckedUserDataOptions): Promis
  * join token bound to the node (`tokenTtlSeconds`, default 7200), stores the document with `ctx.secrets.put` and
  * returns only `{ userDataRef, kind, joinTokenId }`. Missing `ctx.pki` or `ctx.secrets`, a profile without user
  * data, and a template that does not resolve are INVALID_CONFIG; a node id with a line break is INVALID_INPUT. Values
- * are checked by a first render before anything is minted. Find-before-create in `userdata_renders` by
- * {@link userDataRenderKey}, so a run re-run after a crash returns the first run's result.
+ * are checked by a first render before anything is minted. With ports that can stage them (pki's) the token, the
+ * document and the render's record in `userdata_renders` are written by the statement that records the step
+ * succeeded: a run that crashed or failed leaves none of them, and its re-run renders anew. Otherwise they are written
+ * before the result, find-before-create by {@link userDataRenderKey}, so a run re-run after a crash returns the first
+ * run's result.
  *
  * @example
  * ```ts

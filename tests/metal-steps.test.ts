@@ -983,6 +983,25 @@ describe('deploy.deploy', () => {
     }
   });
 
+  it('goes on with the image it sent when run again for the answer, resolving and verifying nothing again', async () => {
+    const image = await catalogImage('root');
+    const id = await start([{ use: 'deploy.deploy', on: 'ramdisk', with: { image: image.ref } }]);
+    // Sent, not yet taken by the ramdisk (it is not polled).
+    await drive([site]);
+    expect((await commandsOf(id)).map((c) => [c.kind, c.state])).toEqual([['deploy.image', 'pending']]);
+    // The signer revoked while the image is being written: the deploy verified it when it sent it, and the run for
+    // the answer does not resolve it again.
+    await scratch.db.transaction((tx) => revokeImageSigner(tx, signers.root as string, { clock }));
+    try {
+      await settle(compute, { clock, agents: [site, machine] });
+      const wf = await getWorkflow(scratch.db, { workflowId: id });
+      expect(wf.state).toBe('succeeded');
+      expect(wf.steps[0]?.result).toMatchObject({ image: { ref: image.ref, digest: image.digest }, userData: null });
+    } finally {
+      await scratch.db.query('UPDATE pki_image_signers SET revoked_at = NULL WHERE id = $1', [signers.root]);
+    }
+  });
+
   it("the deploy request's image and user data win over the profile's, by reference only", async () => {
     const profileImage = await catalogImage('root');
     const stepImage = await catalogImage('root');

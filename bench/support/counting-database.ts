@@ -187,13 +187,18 @@ export function countingDatabase(db: SqlDatabase): CountingDatabase {
     const tagged = `#${id}${txTag} ${label}`;
     if (trace) note(`${tagged} | ${traceParams(params)}`);
     const started = performance.now();
+    // `=n` in the trace: the rows the statement returned (an empty claim is a round trip too).
+    let rows = '';
     try {
-      return await target.query<R>(text, params);
+      const result = await target.query<R>(text, params);
+      rows = ` =${result.rows.length}`;
+      return result;
     } finally {
       const took = performance.now() - started;
       busyMs.set(label, (busyMs.get(label) ?? 0) + took);
-      if (trace)
-        trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${tagged} | ${traceParams(params)}`;
+      if (trace) {
+        trace[line] = `${(started - origin).toFixed(1)} +${took.toFixed(1)} ${tagged}${rows} | ${traceParams(params)}`;
+      }
     }
   };
   // The statement a notifyAfterCommit sends on the database's handle, counted and timed as any other.

@@ -1,12 +1,14 @@
-import { ComputeError, field, manifest } from '@better-compute/core';
+import { type Command, ComputeError, field, type Json, manifest } from '@better-compute/core';
 import { type ImageVerifier, imageVerifier as pkiImageVerifier } from '@better-compute/pki';
 import {
+  type AwaitedCommand,
   awaitCommand,
   defineStep,
   IMAGE_REF_PATTERN,
   renderedUserData,
   resolveImageRef,
   type StepContext,
+  stepCommandKey,
 } from '@better-compute/provision';
 import { machineForStep, RELAYED_COMMAND_POLL_MS, relayed } from './relay';
 
@@ -90,6 +92,27 @@ async function userDataOf(
   return rendered ? { ref: rendered.userDataRef, kind: rendered.kind, from: 'userdata.render' } : undefined;
 }
 
+const DEPLOY_COMMAND = { kind: 'deploy.image', key: 'image', pollMs: RELAYED_COMMAND_POLL_MS } as const;
+
+/** The `deploy.image` this attempt already sent, as the claim read it for this run; undefined when it read none. */
+function sentEarlier(ctx: StepContext, nodeId: string): Command | undefined {
+  const key = stepCommandKey(ctx, DEPLOY_COMMAND.key);
+  return ctx.preloads?.commands?.find((c) => c.nodeId === nodeId && c.key === key && c.kind === DEPLOY_COMMAND.kind);
+}
+
+/** The step's result: the command and its answer, the image deployed, and where its user data came from. */
+function deployResult(sent: AwaitedCommand, ref: string, payload: Json, inputs: DeployInputs) {
+  const carried = payload as { image?: { digest?: unknown }; userDataRef?: unknown };
+  const userDataRef = text(carried.userDataRef);
+  const userData =
+    userDataRef === undefined ? null : userDataRef === inputs.requestUserDataRef ? 'deploy' : 'userdata.render';
+  return {
+    ...relayed(sent, 'deploy.deploy'),
+    image: { ref, digest: text(carried.image?.digest) ?? null },
+    userData,
+  };
+}
+
 /**
  * Makes the `deploy.deploy` step: resolves the image (the deploy request's `image` when metal's deploy named one, else
  * `with.image`, else the pinned profile's `image`: an operator gets what they asked for) with `resolveImageRef` in the
@@ -127,6 +150,18 @@ export function deployStep(options: DeployStepOptions = {}) {
       const machine = await machineForStep(ctx, 'deploy.deploy');
       const inputs = await deployInputs(ctx, machine.nodeId);
       const ref = imageRef(inputs, input.image);
+      const earlier = sentEarlier(ctx, machine.nodeId);
+      if (earlier) {
+        // Run again for the command an earlier run of this attempt sent: what it carries is what was resolved and
+        // verified then, so nothing is resolved again (the image is written, or being written, already).
+        const sent = await awaitCommand(ctx, {
+          ...DEPLOY_COMMAND,
+          nodeId: machine.nodeId,
+          payload: earlier.payload,
+          found: earlier,
+        });
+        return deployResult(sent, ref, earlier.payload, inputs);
+      }
       // Without a verifier of its own it checks with pki's, and only where pki is installed (its port wired).
       const verifier = options.imageVerifier ?? (ctx.pki ? pkiImageVerifier : undefined);
       if (!verifier) {
@@ -141,22 +176,13 @@ export function deployStep(options: DeployStepOptions = {}) {
         });
       }
       const userData = await userDataOf(ctx, inputs);
-      const sent = await awaitCommand(ctx, {
-        nodeId: machine.nodeId,
-        kind: 'deploy.image',
-        key: 'image',
-        pollMs: RELAYED_COMMAND_POLL_MS,
-        payload: {
-          image: { url: image.url, digest: image.digest },
-          ...(userData ? { userDataRef: userData.ref } : {}),
-          ...(userData?.kind === undefined ? {} : { userDataKind: userData.kind }),
-        },
-      });
-      return {
-        ...relayed(sent, 'deploy.deploy'),
-        image: { ref: image.ref, digest: image.digest },
-        userData: userData?.from ?? null,
+      const payload = {
+        image: { url: image.url, digest: image.digest },
+        ...(userData ? { userDataRef: userData.ref } : {}),
+        ...(userData?.kind === undefined ? {} : { userDataKind: userData.kind }),
       };
+      const sent = await awaitCommand(ctx, { ...DEPLOY_COMMAND, nodeId: machine.nodeId, payload });
+      return deployResult(sent, image.ref, payload, inputs);
     },
   });
 }

@@ -19,6 +19,7 @@ import {
   renderedUserData,
   renderTemplate,
   retryWorkflow,
+  type Step,
   type UserDataOptions,
   type UserDataTemplate,
   type UserDataVariables,
@@ -322,6 +323,26 @@ async function everythingStored(lab: EngineLab): Promise<string> {
 
 const renderProfile = { id: 'ud-cloud', userData: { kind: 'cloud-init' }, steps: [{ use: 'userdata.render' }] };
 
+// A plugin's step that stages a `provisioned` token without naming a node, written with its result.
+const stageTokenStep = defineStep({
+  id: 'probe.stageToken',
+  runsOn: 'control-plane',
+  timeout: '1m',
+  retrySafe: true,
+  input: manifest({}),
+  run: async (_input, ctx) => {
+    const staged = ctx.pki?.stageJoinToken?.({
+      tenantId: ctx.tenantId,
+      role: 'provisioned',
+      ttlSeconds: 600,
+      maxUses: 1,
+    });
+    if (!staged) throw new Error('no stageJoinToken on ctx.pki');
+    ctx.writeWithResult?.(staged.write);
+    return { joinTokenId: staged.id };
+  },
+});
+
 describe('userdata.render in a workflow, with the pki wired', () => {
   let scratch: ScratchDatabase;
   let lab: EngineLab;
@@ -329,6 +350,7 @@ describe('userdata.render in a workflow, with the pki wired', () => {
   const logs: string[] = [];
   const labOptions = () => ({
     modules: [security.module],
+    steps: [stageTokenStep as Step],
     userData: OPTIONS,
     kernel: { pki: security.port(), secrets: security.secrets(scratch.db), logger: captureLogger(logs) },
   });
@@ -524,6 +546,18 @@ describe('userdata.render in a workflow, with the pki wired', () => {
     );
     expect(rows.map((r) => r.step_key).sort()).toEqual([`wf:${id}:main.1`, `wf:${id}:main.1#1`]);
     expect(await renderedUserData(lab.db, id)).toEqual(second);
+  });
+
+  it("remembers the workflow's node on a provisioned token a step stages without naming one", async () => {
+    const id = await lab.start({ id: 'stage-token', steps: [{ use: 'probe.stageToken' }] });
+    await lab.settle();
+    const wf = await lab.workflow(id);
+    expect(wf.state).toBe('succeeded');
+    const { joinTokenId } = (wf.steps[0]?.result ?? {}) as { joinTokenId?: string };
+    const { rows } = await lab.db.query<{ node_id: string }>('SELECT node_id FROM pki_join_tokens WHERE id = $1', [
+      joinTokenId,
+    ]);
+    expect(rows).toEqual([{ node_id: lab.nodeId }]);
   });
 
   it('writes the token, the document and its record with the result: a run cut short leaves none, its re-run renders once', async () => {

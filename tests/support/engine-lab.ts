@@ -21,6 +21,7 @@ import {
   type ProvisionModule,
   type ProvisionOptions,
   provisionModule,
+  type Step,
   siteAgentFor,
   stepNotReady,
   storeProfile,
@@ -517,6 +518,8 @@ export interface EngineLabOptions {
   profiles?: readonly Profile[];
   /** provisionModule's `userData`. */
   userData?: UserDataOptions;
+  /** Steps registered besides the lab's (a plugin's). */
+  steps?: readonly Step[];
   /** More provisionModule options: `configUnits`, `imageVerifier`. */
   provision?: Pick<ProvisionOptions, 'configUnits' | 'imageVerifier'>;
   /** More betterCompute options: the pki and secrets ports, a logger. */
@@ -531,7 +534,7 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
   const extraModules = options.modules ?? [];
   const provision = provisionModule({
     ...options.provision,
-    steps: labSteps,
+    steps: [...labSteps, ...(options.steps ?? [])],
     profiles: options.profiles ?? [],
     ...(options.userData ? { userData: options.userData } : {}),
   });

@@ -1,4 +1,4 @@
-import { generateKeyPairSync, type JsonWebKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type JsonWebKey } from 'node:crypto';
 import type { ErrorPath } from '@better-compute/core';
 import { p256 } from '@noble/curves/nist.js';
 import * as ed from '@noble/ed25519';
@@ -112,12 +112,20 @@ export interface SigningKeyPair {
  * ```
  */
 export function generateSigningKeyPair(alg: SignatureAlgorithm = 'ed25519'): SigningKeyPair {
-  const pair = alg === 'ed25519' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  // The key generation encodes the PEMs itself and the JWKs come from keys made anew from them. Exporting a generated
+  // KeyObject directly can deadlock Node 20 (seen as a test process frozen in a futex): a garbage collection inside
+  // the export destroys the generation job, whose destructor takes the key's lock the export already holds.
+  const publicKeyEncoding = { type: 'spki', format: 'pem' } as const;
+  const privateKeyEncoding = { type: 'pkcs8', format: 'pem' } as const;
+  const pair =
+    alg === 'ed25519'
+      ? generateKeyPairSync('ed25519', { publicKeyEncoding, privateKeyEncoding })
+      : generateKeyPairSync('ec', { namedCurve: 'P-256', publicKeyEncoding, privateKeyEncoding });
   return {
     alg,
-    privateKeyPem: pair.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
-    publicKeyPem: pair.publicKey.export({ format: 'pem', type: 'spki' }).toString(),
-    privateJwk: pair.privateKey.export({ format: 'jwk' }) as JsonWebKey,
-    publicJwk: pair.publicKey.export({ format: 'jwk' }) as JsonWebKey,
+    privateKeyPem: pair.privateKey,
+    publicKeyPem: pair.publicKey,
+    privateJwk: createPrivateKey(pair.privateKey).export({ format: 'jwk' }) as JsonWebKey,
+    publicJwk: createPublicKey(pair.publicKey).export({ format: 'jwk' }) as JsonWebKey,
   };
 }

@@ -51,7 +51,11 @@ export type PlanCancel =
   | { readonly commandId: string; readonly reason: string }
   | { readonly stepId: string; readonly reason: string };
 
-/** What a transition still needs to know before it can decide; it is read in a transaction with the workflow locked. */
+/**
+ * What a transition still needs to know before it can decide: a site agent, an agent session or a driver target's
+ * fields are read before the plan's guarded statement; a command or the host config in a transaction with the
+ * workflow locked.
+ */
 export type Need =
   /** `siteId`: the node's site as the workflow was read with it (no site: none to read; unset: read the node). */
   | { readonly kind: 'site-agent'; readonly nodeId: string; readonly siteId?: string | null }

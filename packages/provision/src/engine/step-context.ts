@@ -109,11 +109,13 @@ function stepPki(pki: PkiPort, request: RunRequest): PkiPort {
       : input;
   const sealed = pki.issueJoinTokenSecret?.bind(pki);
   const staged = pki.stageJoinTokenSecret?.bind(pki);
+  const stagedToken = pki.stageJoinToken?.bind(pki);
   return {
     ...pki,
     issueJoinToken: (tx, input) => pki.issueJoinToken(tx, remembered(input)),
     ...(sealed ? { issueJoinTokenSecret: (tx, input) => sealed(tx, remembered(input)) } : {}),
     ...(staged ? { stageJoinTokenSecret: (input) => staged(remembered(input)) } : {}),
+    ...(stagedToken ? { stageJoinToken: (input) => stagedToken(remembered(input)) } : {}),
   };
 }
 

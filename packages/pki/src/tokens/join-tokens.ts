@@ -206,6 +206,26 @@ export async function issueJoinTokenSecret(
 }
 
 /**
+ * The token's insert (`join_token`) for a caller's commit, requiring that the tenant, and the site and node the token
+ * names in it, exist (and whatever `alsoRequires` adds).
+ */
+function tokenInsertChange(
+  prepared: PreparedJoinToken,
+  alsoRequires?: (bind: (value: unknown) => string) => string,
+): CommitChange {
+  const [, tenantId, , , siteId, nodeId] = prepared.row;
+  return {
+    name: 'join_token',
+    sql: ({ bind, guard }) =>
+      `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
+    requires: ({ bind }) => {
+      const place = tokenPlaceSql(bind(tenantId), bind(siteId), bind(nodeId));
+      return alsoRequires ? `${place} AND ${alsoRequires(bind)}` : place;
+    },
+  };
+}
+
+/**
  * A join token as {@link issueJoinToken} mints it, checked and prepared without the database: its value for the caller
  * (to render into a document), and `write.changes`, the token's insert (`join_token`) for the caller's own commit,
  * requiring that the tenant, and the site and node the token names in it, exist (else the commit writes nothing);
@@ -222,15 +242,7 @@ export function stageJoinToken(
   deps: { clock: Clock },
 ): { id: string; token: string; write: StagedWrite } {
   const prepared = prepareJoinToken(input, deps.clock.now());
-  const [, tenantId, , , siteId, nodeId] = prepared.row;
-  const changes: CommitChange[] = [
-    {
-      name: 'join_token',
-      sql: ({ bind, guard }) =>
-        `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
-      requires: ({ bind }) => tokenPlaceSql(bind(tenantId), bind(siteId), bind(nodeId)),
-    },
-  ];
+  const changes: CommitChange[] = [tokenInsertChange(prepared)];
   const write = (tx: SqlExecutor) => insertToken(tx, prepared, INSERT_TOKEN, prepared.row);
   return { id: prepared.id, token: prepared.token, write: { changes, write } };
 }
@@ -257,18 +269,9 @@ export function stageJoinTokenSecret(
   const ref = newId('sec');
   const sealed = sealSecret(deps.key, ref, secretTenantId, prepared.token);
   const params = [...prepared.row, secretTenantId, ref, sealed];
-  const [, tenantId, , , siteId, nodeId, , , , , now] = prepared.row;
+  const now = prepared.row[10];
   const changes: CommitChange[] = [
-    {
-      name: 'join_token',
-      sql: ({ bind, guard }) =>
-        `${INSERT_TOKEN_INTO} SELECT ${tokenValuesSql(prepared.row.map((value) => bind(value)))} WHERE ${guard} RETURNING id`,
-      requires: ({ bind }) => {
-        const tenant = bind(tenantId);
-        return `${tokenPlaceSql(tenant, bind(siteId), bind(nodeId))}
-          AND EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(secretTenantId)})`;
-      },
-    },
+    tokenInsertChange(prepared, (bind) => `EXISTS (SELECT 1 FROM tenants WHERE id = ${bind(secretTenantId)})`),
     {
       // Guarded as the token's insert is, not read from it: the two refer to no other change by name, so a commit can
       // carry several tokens (a boot entry per MAC, sent together), numbered apart by the commit.

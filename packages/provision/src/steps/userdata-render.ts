@@ -134,8 +134,9 @@ async function render(ctx: StepContext, options: CheckedUserDataOptions): Promis
   return stored;
 }
 
-const INSERT_RENDER = `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref,
-  join_token_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (step_key) DO NOTHING`;
+const RENDER_COLUMNS = 'step_key, workflow_id, tenant_id, kind, user_data_ref, join_token_id, created_at';
+const INSERT_RENDER = `INSERT INTO userdata_renders (${RENDER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+  ON CONFLICT (step_key) DO NOTHING`;
 
 function renderRow(ctx: StepContext, stepKey: string, rendered: RenderedUserData): unknown[] {
   const { userDataRef, kind, joinTokenId } = rendered;
@@ -179,8 +180,8 @@ function stagedRender(ctx: StepContext) {
     const record: CommitChange = {
       name: 'userdata_render',
       sql: ({ bind, guard }) =>
-        `INSERT INTO userdata_renders (step_key, workflow_id, tenant_id, kind, user_data_ref, join_token_id,
-           created_at) SELECT ${row.map((value, i) => `${bind(value)}${RENDER_CASTS[i]}`).join(', ')} WHERE ${guard}
+        `INSERT INTO userdata_renders (${RENDER_COLUMNS})
+         SELECT ${row.map((value, i) => `${bind(value)}${RENDER_CASTS[i]}`).join(', ')} WHERE ${guard}
          ON CONFLICT (step_key) DO NOTHING`,
     };
     writeWithResult({

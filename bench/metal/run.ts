@@ -26,6 +26,7 @@ import {
   snapshot,
   writeTrace,
 } from '../support/counting-database';
+import { type PauseReport, pausesDuring, watchPauses } from '../support/pauses';
 import { pgbenchInsertTps } from '../support/pgbench';
 import { createBenchDatabase } from '../support/scratch-database';
 import { fmt, percentile } from '../support/stats';
@@ -160,6 +161,9 @@ interface Figures {
   /** Pairs whose result the agents recorded after the next command was seen sent (counted at a bound; see resultToNext). */
   inverted: number;
   slowest: Pairs['slowest'];
+  steadyAt: Pairs['steadyAt'];
+  /** The engine process's event loop delay and garbage collections during the run. */
+  pauses: PauseReport;
   /** Heap after a forced GC before the workers started. */
   baselineHeap: number;
   /** Heap after a forced GC once every machine was through, the workers still running (the idle baseline). */
@@ -235,6 +239,7 @@ async function measure(workers: number): Promise<Figures> {
     const cpuBefore = process.cpuUsage();
     const ticksBefore = cpuTicks();
     const started = Date.now();
+    const watch = watchPauses();
     agents.send('start');
     await engine.startWorkers(workers);
 
@@ -250,8 +255,11 @@ async function measure(workers: number): Promise<Figures> {
     let timedOut = false;
     let nextProgress = started + 30_000;
     for (;;) {
+      // Only the states the driver acts on: its poll runs in the engine's process, and reading every machine five
+      // times a second was the bench's own load on the engine's event loop.
       const { rows } = await aux.query<{ id: string; state: string }>(
-        "SELECT id, provision_state AS state FROM nodes WHERE kind = 'machine'",
+        `SELECT id, provision_state AS state FROM nodes
+         WHERE kind = 'machine' AND provision_state IN ('available', 'deployed', 'failed')`,
       );
       const calls: Promise<unknown>[] = [];
       for (const { id, state } of rows) {
@@ -282,8 +290,10 @@ async function measure(workers: number): Promise<Figures> {
       }
       if (Date.now() >= nextProgress) {
         nextProgress += 30_000;
-        const by = new Map<string, number>();
-        for (const { state } of rows) by.set(state, (by.get(state) ?? 0) + 1);
+        const { rows: states } = await aux.query<{ state: string; n: number }>(
+          "SELECT provision_state AS state, count(*)::int AS n FROM nodes WHERE kind = 'machine' GROUP BY 1 ORDER BY 1",
+        );
+        const by = new Map(states.map(({ state, n }) => [state, n]));
         const through = [...phase.values()].filter((p) => p === 'done').length;
         console.error(
           `${what}: ${fmt((Date.now() - started) / 1000, 0)} s, ${through} through; ${[...by].map(([s, n]) => `${s} ${n}`).join(', ')}`,
@@ -294,7 +304,7 @@ async function measure(workers: number): Promise<Figures> {
         const { rows: flying } = await aux.query<{ n: number }>(
           'SELECT count(*)::int AS n FROM workflows WHERE finished_at IS NULL',
         );
-        gc?.();
+        watch.mark('forced gc (memory sample)', () => gc?.());
         memory.push({
           atS: (Date.now() - started) / 1000,
           inFlight: flying[0]?.n ?? 0,
@@ -306,6 +316,7 @@ async function measure(workers: number): Promise<Figures> {
       }
       await sleep(200);
     }
+    const pauses = watch.stop();
     const counts = since(counting.counts, before);
     const busyMs = new Map([...counting.busyMs].map(([label, ms]) => [label, ms - (busyBefore.get(label) ?? 0)]));
     const apiCounts = since(apiCounting.counts, apiBefore);
@@ -327,7 +338,7 @@ async function measure(workers: number): Promise<Figures> {
       `SELECT c.id, c.workflow_id, w.node_id, c.kind, c.payload->>'operation' AS operation
        FROM commands c JOIN workflows w ON w.id = c.workflow_id ORDER BY c.workflow_id`,
     );
-    const { sent, steady, byPrevious, afterBoot, inverted, slowest } = resultToNext(
+    const { sent, steady, steadyAt, byPrevious, afterBoot, inverted, slowest } = resultToNext(
       commandRows,
       new Map(report.completed),
       new Map(report.completing),
@@ -361,6 +372,8 @@ async function measure(workers: number): Promise<Figures> {
       apiCounts,
       sent,
       steady,
+      steadyAt,
+      pauses,
       byPrevious,
       inverted,
       slowest,
@@ -426,6 +439,8 @@ interface Pairs {
   inverted: number;
   /** The slowest steady pairs, slowest first: to find in a `BENCH_TRACE` by the workflow's id and the result's time. */
   slowest: { ms: number; pair: string; workflowId: string; resultAt: number }[];
+  /** Every steady pair with its result's time (wall ms since the epoch), to set beside the process's pauses. */
+  steadyAt: { ms: number; resultAt: number }[];
 }
 
 /** How many of the slowest steady pairs the report names (with `BENCH_TRACE` set). */
@@ -455,7 +470,15 @@ function resultToNext(
   connected: ReadonlyMap<string, number[]>,
   steadyFrom: number,
 ): Pairs {
-  const pairs: Pairs = { sent: [], steady: [], byPrevious: new Map(), afterBoot: [], inverted: 0, slowest: [] };
+  const pairs: Pairs = {
+    sent: [],
+    steady: [],
+    steadyAt: [],
+    byPrevious: new Map(),
+    afterBoot: [],
+    inverted: 0,
+    slowest: [],
+  };
   const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
   let i = 0;
   while (i < rows.length) {
@@ -501,6 +524,7 @@ function resultToNext(
       if (steady) entry.steady.push(ms);
       pairs.byPrevious.set(key, entry);
       if (steady) pairs.slowest.push({ ms, pair: key, workflowId: first.workflow_id, resultAt: before.at });
+      if (steady) pairs.steadyAt.push({ ms, resultAt: before.at });
     }
   }
   pairs.slowest = pairs.slowest.sort((a, b) => b.ms - a.ms).slice(0, SLOWEST_SHOWN);
@@ -643,9 +667,17 @@ for (const { figures: f } of results) {
         `${over ? fmt((slow / over) * 100, 0) : 0} % of the slow | ${steadyPart}`,
     );
   }
+  printPauses(f);
   if (process.env.BENCH_TRACE) {
-    console.log('  slowest steady result→next (ms, pair, workflow, result at: wall ms since the epoch):');
-    for (const s of f.slowest) console.log(`    ${fmt(s.ms, 1)}  ${s.pair}  ${s.workflowId}  ${s.resultAt.toFixed(1)}`);
+    console.log(
+      '  slowest steady result→next (ms, pair, workflow, result at: wall ms since the epoch; pauses during it):',
+    );
+    for (const s of f.slowest) {
+      const during = pausesDuring(f.pauses.pauses, s.resultAt, s.ms).map((p) => `${p.what} ${fmt(p.ms, 1)} ms`);
+      console.log(
+        `    ${fmt(s.ms, 1)}  ${s.pair}  ${s.workflowId}  ${s.resultAt.toFixed(1)}${during.length ? `  (${during.join(', ')})` : ''}`,
+      );
+    }
   }
   console.log(`  round trips per step by statement, and the ms waited for them per step (${f.steps} steps):`);
   const top = [...f.counts.byText.entries()].filter(([, n]) => n / f.steps >= 0.01).sort((a, b) => b[1] - a[1]);
@@ -654,4 +686,29 @@ for (const { figures: f } of results) {
     const ms = (f.busyMs.get(text) ?? 0) / f.steps;
     console.log(`    ${fmt(n / f.steps, 2).padStart(6)}  ${fmt(ms, 2).padStart(7)} ms  ${text}`);
   }
+}
+
+/**
+ * The engine process's own pauses beside the steady pairs: its event loop's delay, its garbage collections, the
+ * bench's forced ones (memory samples), and the steady p99 without the pairs those forced collections overlapped.
+ */
+function printPauses(f: Figures): void {
+  const { loopDelay, pauses } = f.pauses;
+  const gcs = pauses.filter((p) => p.what.startsWith('gc'));
+  const forced = pauses.filter((p) => p.what.startsWith('forced'));
+  const total = gcs.reduce((sum, p) => sum + p.ms, 0);
+  const longest = gcs.reduce((max, p) => Math.max(max, p.ms), 0);
+  console.log(
+    `  engine process: event loop delay p50 / p99 / max ${fmt(loopDelay.p50, 1)} / ${fmt(loopDelay.p99, 1)} / ` +
+      `${fmt(loopDelay.max, 1)} ms; garbage collections of 1 ms or more ${gcs.length} (${fmt(total, 0)} ms in all, ` +
+      `longest ${fmt(longest, 1)}, ${gcs.filter((p) => p.ms >= 10).length} of 10 ms or more); forced for memory ` +
+      `samples: ${forced.map((p) => `${fmt(p.ms, 0)} ms`).join(', ') || 'none'}`,
+  );
+  if (f.steadyAt.length === 0) return;
+  const paused = f.steadyAt.filter((s) => pausesDuring(pauses, s.resultAt, s.ms).some((p) => p.ms >= 5));
+  const unforced = f.steadyAt.filter((s) => pausesDuring(forced, s.resultAt, s.ms).length === 0).map((s) => s.ms);
+  console.log(
+    `  steady pairs during a pause of 5 ms or more: ${paused.length} of ${f.steadyAt.length}; steady p99 without ` +
+      `the pairs a memory sample's forced GC overlapped: ${fmt(percentile(unforced, 99), 0)} ms (${unforced.length})`,
+  );
 }

@@ -43,7 +43,8 @@ const workerCounts = (process.env.BENCH_WORKERS ?? '1,2').split(',').map(Number)
 const workloads = (process.env.BENCH_WORKLOADS ?? 'control-plane,agent,fleet,probe').split(',') as Workload[];
 const PROBES = Number(process.env.BENCH_PROBES ?? 100);
 const NOOP_STEPS = 10;
-const AGENT_STEPS = 5;
+/** Agent steps per workflow (`BENCH_AGENT_STEPS`, default 5): fewer shows what a workflow's start and end cost a step. */
+const AGENT_STEPS = Number(process.env.BENCH_AGENT_STEPS ?? 5);
 /** The in-process agents' runners: how many commands are answered at once (the offered load). */
 const AGENT_CONCURRENCY = Number(process.env.BENCH_AGENT_CONCURRENCY ?? 8);
 /**

@@ -98,6 +98,58 @@ describe('metal on the simulator: faults mid-lifecycle', () => {
     expect(rows.every((c) => c.state === 'cancelled' && c.reason === 'workflow aborted: wrong image')).toBe(true);
   });
 
+  /** The secret references of the boot entries a workflow sent, and how many of those secrets are still stored. */
+  async function bootEntrySecrets(workflowId: string): Promise<{ refs: string[]; stored: number }> {
+    const { rows } = await sim.database.query<{ ref: string }>(
+      `SELECT DISTINCT payload->>'tokenRef' AS ref FROM commands WHERE workflow_id = $1 AND kind = 'site.bootEntry'`,
+      [workflowId],
+    );
+    const refs = rows.map((row) => row.ref);
+    const { rows: kept } = await sim.database.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pki_secrets WHERE id = ANY($1::text[])',
+      [refs],
+    );
+    return { refs, stored: kept[0]?.n ?? -1 };
+  }
+
+  it("metal.abort while the ramdisk step waits deletes its boot entries' secrets with the move", async () => {
+    const [machine] = await availableMachines(sim, site, 1);
+    site.offline();
+    await deploy(machine!);
+    const workflowId = (await sim.get(machine!)).workflow?.id as string;
+    expect(workflowId).toMatch(/^wf_/);
+    // The ramdisk step's sequence (boot device, a boot entry per MAC with its token's secret, power cycle) is sent.
+    for (let i = 0; i < 20 && (await bootEntrySecrets(workflowId)).refs.length === 0; i += 1) {
+      await sim.compute.runDueWork();
+    }
+    const before = await bootEntrySecrets(workflowId);
+    expect(before.refs.length).toBeGreaterThan(0);
+    expect(before.stored).toBe(before.refs.length);
+    await sim.api.metal.abort(sim.token, { tenantId: 'root', nodeId: machine!.nodeId!, reason: 'wrong image' });
+    expect(await bootEntrySecrets(workflowId)).toEqual({ refs: before.refs, stored: 0 });
+    await site.online();
+    await sim.settle();
+    expect((await sim.get(machine!)).state).toBe('failed');
+    expect((await bootEntrySecrets(workflowId)).stored).toBe(0);
+  });
+
+  it("a ramdisk that never joins fails the deploy at the step's deadline, and its boot entries' secrets go with the move", async () => {
+    const [machine] = await availableMachines(sim, site, 1);
+    machine!.faults.neverComesBack = true;
+    try {
+      await deploy(machine!);
+      const workflowId = (await sim.get(machine!)).workflow?.id as string;
+      await sim.settle();
+      const failed = await sim.get(machine!);
+      expect(failed).toMatchObject({ state: 'failed', lastError: { code: 'TIMEOUT', phase: 'deploying', workflowId } });
+      const after = await bootEntrySecrets(workflowId);
+      expect(after.refs.length).toBeGreaterThan(0);
+      expect(after.stored).toBe(0);
+    } finally {
+      machine!.faults.neverComesBack = false;
+    }
+  });
+
   it('a machine that never comes back after kexec: REJOIN_TIMEOUT, the onFailure power reset, failed; recover deploys it', async () => {
     const [machine] = await availableMachines(sim, site, 1);
     await deploy(machine!);

@@ -20,6 +20,7 @@ import * as v from 'valibot';
 import { decideRequest, type LifecycleVerb, type RequestOptions } from '../lifecycle/decide';
 import { NODE_STATES } from '../lifecycle/states';
 import { applyMove, type PhaseProfiles } from '../machines/apply-move';
+import { forgetBootEntrySecrets, forgetSecretsAfterCommit } from '../machines/boot-entry-secrets';
 import {
   type DeployRequest,
   MACHINE_COLUMNS,
@@ -479,7 +480,9 @@ export function metalApi(profiles: PhaseProfiles) {
       'phase for recover. A machine without an active workflow is INVALID_STATE.',
     handler: async (input, ctx): Promise<MachineView> => {
       if (input.reason !== undefined) checkStorable(input.reason, ['reason']);
-      return ctx.sql.transaction(async (tx) => {
+      let secretsLeft: string[] = [];
+      const view = await ctx.sql.transaction(async (tx) => {
+        secretsLeft = [];
         const machine = await readMachine(tx, input.nodeId, { tenantId: input.tenantId, forUpdate: true });
         if (!machine) throw machineNotFound();
         const move = decideRequest(snapshotOf(machine), 'abort');
@@ -508,11 +511,16 @@ export function metalApi(profiles: PhaseProfiles) {
         }
         const reason = input.reason ?? 'aborted by metal.abort';
         await ctx.workflows.abort(tx, { workflowId: active.id, reason });
+        // The machine no longer names the workflow once failed, so its end moves nothing: the boot entries' secrets
+        // its ramdisk step held go now, since that step will not delete them.
+        secretsLeft = await forgetBootEntrySecrets(tx, ctx, active.id);
         await applyMove(tx, ctx, profiles, machine, move, {
           lastError: { code: 'ABORTED', message: reason, workflowId: active.id, phase: machine.phase },
         });
         return machineView(tx, (await readMachine(tx, input.nodeId))!, ctx.quorum);
       });
+      await forgetSecretsAfterCommit(ctx, secretsLeft);
+      return view;
     },
   });
 

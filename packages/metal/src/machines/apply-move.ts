@@ -8,6 +8,7 @@ import {
 import { type CommitChange, type CommitChangeInput, commit } from '@better-compute/core/kernel';
 import type { LifecycleMove } from '../lifecycle/decide';
 import { isPhaseState, type PhaseState } from '../lifecycle/states';
+import { forgetSecretsAfterCommit } from './boot-entry-secrets';
 import type { DeployRequest, MachineError } from './machine-rows';
 import { batchFor } from './quorum';
 
@@ -236,14 +237,5 @@ export async function forgetUserData(
   ctx: Pick<ModuleContext, 'secrets' | 'log'>,
   ref: string | undefined,
 ): Promise<void> {
-  const remove = ctx.secrets?.delete?.bind(ctx.secrets);
-  if (!ref || !remove) return;
-  try {
-    await remove(ref);
-  } catch (error) {
-    ctx.log.warn("metal could not delete a released deploy request's user data secret", {
-      secretRef: ref,
-      errorName: error instanceof Error ? error.name : typeof error,
-    });
-  }
+  await forgetSecretsAfterCommit(ctx, ref ? [ref] : []);
 }

@@ -10,6 +10,7 @@ import { commit } from '@better-compute/core/kernel';
 import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
 import { applyMove, forgetUserData, moveWrite, type PhaseProfiles, startOfMove } from './apply-move';
+import { forgetBootEntrySecrets, forgetSecretsAfterCommit } from './boot-entry-secrets';
 import {
   MACHINE_COLUMNS,
   MACHINE_FROM,
@@ -198,7 +199,8 @@ async function moveFromPreload(
   if (typeof preloaded !== 'object' || preloaded === null || ctx.quorum?.enabled()) return undefined;
   const { machine, version, held, end } = readingOf(preloaded as Record<string, unknown>);
   const { workflowId } = machine;
-  if (held || !end || workflowId === null) return undefined;
+  // A workflow that failed or was cancelled may have left its boot entries' secrets: the transaction deletes them.
+  if (held || !end || workflowId === null || end.outcome !== 'succeeded') return undefined;
   const decided = moveAtEnd({ ...machine, workflowId }, end);
   if (!decided) return undefined;
   const { move, extras } = decided;
@@ -252,14 +254,18 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
       return fast.doneWritten ? { doneWritten: true as const } : undefined;
     }
     let forgotten: string | undefined;
+    let secretsLeft: string[] = [];
     const result = await ctx.sql.transaction(async (tx): Promise<ReconcileResult | undefined> => {
       forgotten = undefined;
+      secretsLeft = [];
       const reading = await readMachineAndWorkflow(tx, key);
       if (!reading || reading.machine.workflowId === null) return;
       const { machine, held, end } = reading;
       if (held) return settleBatch(tx, ctx, profiles, machine, held);
       const { workflowId } = machine;
       if (!end || workflowId === null) return;
+      // Its ramdisk step, cut short, deleted no boot entry's secret: they go with the move.
+      if (end.outcome !== 'succeeded') secretsLeft = await forgetBootEntrySecrets(tx, ctx, workflowId);
       const decided = moveAtEnd({ ...machine, workflowId }, end);
       if (!decided) return;
       const { move, extras } = decided;
@@ -290,6 +296,7 @@ export function metalReconciler(profiles: PhaseProfiles): Reconciler {
     });
     // The machine is available or retired again: its last deploy request's user data is needed no more.
     await forgetUserData(ctx, forgotten);
+    await forgetSecretsAfterCommit(ctx, secretsLeft);
     return result;
   };
   // The claim reads the machine with its workflow, so a workflow's end is moved by one statement after it.

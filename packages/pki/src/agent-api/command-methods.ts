@@ -1,6 +1,5 @@
 import { type Command, ComputeError } from '@better-compute/core';
-import { isPlainObject, requireText } from '@better-compute/core/checks';
-import { OPEN_COMMAND_STATES } from '@better-compute/core/kernel';
+import { requireText } from '@better-compute/core/checks';
 import { type AgentApiContext, type AgentCall, type AgentMethod, callerOf } from './context';
 import { parseCompleteBody, parsePollBody, requireBody, requireCommandId, requireReason } from './validate';
 
@@ -99,13 +98,6 @@ function settle(kind: 'failCommand' | 'rejectCommand'): AgentMethod {
   };
 }
 
-function carries(value: unknown, ref: string): boolean {
-  if (value === ref) return true;
-  if (Array.isArray(value)) return value.some((item) => carries(item, ref));
-  if (isPlainObject(value)) return Object.values(value).some((item) => carries(item, ref));
-  return false;
-}
-
 function notCarried(path: string): ComputeError {
   return new ComputeError('NOT_FOUND', 'no such secret for this agent', {
     details: { path: [path], reason: 'not-carried' },
@@ -113,21 +105,25 @@ function notCarried(path: string): ComputeError {
 }
 
 // The broker's rule (a live step command of this agent carries the ref); with a commandId, that very command must be
-// the agent's, live and carry it. The value is never logged.
+// the agent's, live and carry it. The value is never logged. A grant is one statement (the broker's); only a refusal
+// reads the command, to say whether the command itself is unknown to the agent.
 async function fetchSecret(ctx: AgentApiContext, call: AgentCall): Promise<{ value: string }> {
   const { nodeId } = callerOf(call);
   const body = requireBody(call.body, ['commandId', 'ref']);
   const ref = requireText(body.ref, ['ref'], { max: 128 });
   if (body.commandId !== undefined) {
     const commandId = requireCommandId(body.commandId);
-    const command = await ctx.compute.commands.get(ctx.compute.database, commandId);
-    if (!command || command.nodeId !== nodeId) {
-      throw new ComputeError('NOT_FOUND', `command ${commandId} not found`, { details: { path: ['commandId'] } });
+    try {
+      const value = await ctx.pki.fetchSecretForAgent(ctx.compute.database, { agentNodeId: nodeId, ref, commandId });
+      return { value };
+    } catch (error) {
+      if (!(error instanceof ComputeError) || error.code !== 'NOT_FOUND') throw error;
+      const command = await ctx.compute.commands.get(ctx.compute.database, commandId);
+      if (!command || command.nodeId !== nodeId) {
+        throw new ComputeError('NOT_FOUND', `command ${commandId} not found`, { details: { path: ['commandId'] } });
+      }
+      throw notCarried('ref');
     }
-    if (!OPEN_COMMAND_STATES.includes(command.state) || !carries(command.payload, ref)) throw notCarried('ref');
-    // The broker checks that command alone again (its tenant, the secret's), not every open command of the agent.
-    const value = await ctx.pki.fetchSecretForAgent(ctx.compute.database, { agentNodeId: nodeId, ref, commandId });
-    return { value };
   }
   const value = await ctx.pki.fetchSecretForAgent(ctx.compute.database, { agentNodeId: nodeId, ref });
   return { value };

@@ -148,7 +148,7 @@ const CARRIES_SQL = `c.not_after > $3 AND c.key ~ '${STEP_COMMAND_KEY}'
 
 // Any open command of the agent's: looked up by node and state together, once per open state, so a site agent with
 // years of settled commands is not scanned through them on every fetch (an index on the node alone would be).
-const CARRIED_BY_ANY_SQL = `SELECT c.id
+const CARRIED_BY_ANY_SQL = `SELECT c.id, s.tenant_id, s.sealed_value
   FROM unnest(ARRAY['pending', 'dispatched', 'acked', 'running']) AS open (state)
   JOIN commands c ON c.node_id = $1 AND c.state = open.state
   JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
@@ -156,7 +156,7 @@ const CARRIED_BY_ANY_SQL = `SELECT c.id
   ORDER BY c.id LIMIT 1`;
 
 // The command the agent names (by its id, as the agent API's `commandId`): one row, by its key.
-const CARRIED_BY_ONE_SQL = `SELECT c.id FROM commands c JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
+const CARRIED_BY_ONE_SQL = `SELECT c.id, s.tenant_id, s.sealed_value FROM commands c JOIN pki_secrets s ON s.id = $2 AND s.tenant_id = c.tenant_id
   WHERE c.id = $4 AND c.node_id = $1 AND c.state IN ('pending', 'dispatched', 'acked', 'running') AND ${CARRIES_SQL}`;
 
 /**
@@ -180,14 +180,15 @@ export async function fetchSecretForAgent(
   const agentNodeId = requireString(input?.agentNodeId, ['agentNodeId']);
   const ref = requireRef(input.ref);
   const commandId = input.commandId === undefined ? undefined : requireString(input.commandId, ['commandId']);
-  const { rows } = await sql.query<{ id: string }>(commandId === undefined ? CARRIED_BY_ANY_SQL : CARRIED_BY_ONE_SQL, [
-    agentNodeId,
-    ref,
-    deps.clock.now(),
-    ...(commandId === undefined ? [] : [commandId]),
-  ]);
+  // The command that carries the reference and the sealed secret, by one statement.
+  const { rows } = await sql.query<{ id: string; tenant_id: string; sealed_value: string }>(
+    commandId === undefined ? CARRIED_BY_ANY_SQL : CARRIED_BY_ONE_SQL,
+    [agentNodeId, ref, deps.clock.now(), ...(commandId === undefined ? [] : [commandId])],
+  );
   const command = rows[0];
-  const value = command ? await readSecret(sql, ref, deps.key) : undefined;
+  const value = command
+    ? new TextDecoder().decode(open(deps.key, context(ref, command.tenant_id), command.sealed_value))
+    : undefined;
   if (!command || value === undefined) {
     log.warn('secret fetch refused', { agentNodeId, ref, reason: 'not-carried' });
     throw new ComputeError('NOT_FOUND', 'no such secret for this agent', {

@@ -135,6 +135,23 @@ describe('the agent API', () => {
     expect(refused.body.details).toMatchObject({ path: ['ref'], reason: 'not-carried' });
   });
 
+  it('refuses a secret for a command that is not the agent: unknown or another node, NOT_FOUND on commandId', async () => {
+    const value = 'bmc-password-for-another-node';
+    h.plaintexts.push(value);
+    const ref = await h.security.secrets(h.compute.database).put('root', value);
+    const neighbour = await h.join();
+    const theirs = await h.enqueue(neighbour.nodeId, { ref });
+    for (const commandId of [theirs, 'cmd_unknown']) {
+      const refused = await as('secrets.fetch', { commandId, ref });
+      expect(refused.status).toBe(404);
+      expect(refused.body).toMatchObject({ code: 'NOT_FOUND', details: { path: ['commandId'] } });
+      expect(JSON.stringify(refused.body)).not.toContain(value);
+    }
+    // The neighbour's own command still hands it over.
+    const granted = await h.call('secrets.fetch', { commandId: theirs, ref }, neighbour.certificatePem);
+    expect(granted.body).toEqual({ value });
+  });
+
   it('stores a reported inventory under facts.reported with an event in the same transaction', async () => {
     const reported = await as('inventory.report', { inventory: { cpu: { cores: 64 }, gpus: ['H100', 'H100'] } });
     expect(reported.status).toBe(200);

@@ -104,7 +104,15 @@ export async function createHttpSimSite(options: HttpSimSiteOptions): Promise<Ht
     log: (message) => log(`site agent: ${message}`),
     laneOf,
     handle: (command, self) =>
-      siteCommand({ siteId, machines: () => machines, entries, fetchSecret: (ref) => self.fetchSecret(ref) }, command),
+      siteCommand(
+        {
+          siteId,
+          machines: () => machines,
+          entries,
+          fetchSecret: (ref, commandId) => self.fetchSecret(ref, commandId),
+        },
+        command,
+      ),
   });
   agents.push(siteAgent);
   const joined = await siteAgent.join(options.siteJoinToken);
@@ -140,7 +148,7 @@ export async function createHttpSimSite(options: HttpSimSiteOptions): Promise<Ht
         return { serial: certificate.serial, nodeId: certificate.nodeId };
       },
       install: options.install,
-      fetchSecret: (_agentNodeId, ref) => agent.fetchSecret(ref),
+      fetchSecret: (_agentNodeId, ref, commandId) => agent.fetchSecret(ref, commandId),
       takeBootEntry: (macs) => takeBootEntry(entries, macs),
       log: agentLog,
       elapse: () => sleep(bootMs),

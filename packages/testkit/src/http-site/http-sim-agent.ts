@@ -33,8 +33,8 @@ export interface HttpSimAgent extends SimAgent {
   readonly http: HttpAgent | undefined;
   /** Joins with a token: a fresh key and certificate (its previous client closed); `undefined` when refused. */
   join(token: string, claims?: Record<string, string>): Promise<HttpAgentCertificate | undefined>;
-  /** A secret a live command of this agent carries. */
-  fetchSecret(ref: string): Promise<string>;
+  /** A secret the live command `commandId` of this agent carries (fetched with the command's id when given). */
+  fetchSecret(ref: string, commandId?: string): Promise<string>;
   /** Starts its poll loop (idle until it holds a session). */
   start(): void;
   /** Stops the loop, closes its session and its connections. */
@@ -265,13 +265,13 @@ export function createHttpSimAgent(options: HttpSimAgentOptions): HttpSimAgent {
       if (current && http) await http.closeSession().catch(() => undefined);
     },
     poll: () => pollOnce(0),
-    async fetchSecret(ref) {
+    async fetchSecret(ref, commandId) {
       const client = http;
       if (!client) throw new Error('http sim agent: not joined');
       // A secret the command needs is fetched again while the control plane does not answer (a restart), as the
       // command's report would be: failing the command for it would fail a step that only had to wait.
       return untilAnswered({
-        send: () => client.fetchSecret(ref),
+        send: () => client.fetchSecret(ref, commandId),
         keepTrying: () => !stopped && http === client,
         wake,
         log: options.log,

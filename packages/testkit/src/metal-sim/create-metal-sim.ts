@@ -309,8 +309,8 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
   const record = (entry: SimCommandRecord) => commands.push(entry);
   const isDestructive = (kind: string) => compute.context.commandKinds.get(kind)?.definition.destructive === true;
   const fetched: string[] = [];
-  const fetchSecret = async (agentNodeId: string, ref: string) => {
-    const value = await security.fetchSecretForAgent(database, { agentNodeId, ref });
+  const fetchSecret = async (agentNodeId: string, ref: string, commandId: string) => {
+    const value = await security.fetchSecretForAgent(database, { agentNodeId, ref, commandId });
     fetched.push(value);
     return value;
   };
@@ -340,7 +340,7 @@ export async function createMetalSim(options: MetalSimOptions = {}): Promise<Met
             siteId: site.id,
             machines: () => machines,
             entries: site.entries,
-            fetchSecret: (ref) => fetchSecret(self.nodeId, ref),
+            fetchSecret: (ref, commandId) => fetchSecret(self.nodeId, ref, commandId),
           },
           command,
         ),

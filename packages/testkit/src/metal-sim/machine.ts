@@ -186,7 +186,8 @@ export interface MachineEnvironment {
   /** Takes the site's boot entry for one of the MACs (one-time), if the site holds one. */
   takeBootEntry(macs: readonly string[]): BootEntry | undefined;
   install: InstallHook | undefined;
-  fetchSecret(agentNodeId: string, ref: string): Promise<string>;
+  /** A secret the agent's live command `commandId` carries, fetched with that command's id. */
+  fetchSecret(agentNodeId: string, ref: string, commandId: string): Promise<string>;
   log(message: string): void;
   /**
    * Lets a boot's time pass (a moment of the fake clock, so what joins joins after what started it; or real time, for
@@ -432,7 +433,7 @@ export function createMachine(
         let userData: string | undefined;
         if (ref !== undefined) {
           try {
-            userData = await env.fetchSecret(theAgent().nodeId, ref);
+            userData = await env.fetchSecret(theAgent().nodeId, ref, command.id);
           } catch (error) {
             return failed(`could not fetch the user data (${(error as Error).message})`);
           }

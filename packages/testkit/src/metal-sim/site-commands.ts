@@ -9,8 +9,11 @@ export interface SiteCommandContext {
   machines(): readonly MachineInternals[];
   /** The PXE boot entries the site's agents hold, by MAC. */
   entries: Map<string, BootEntry>;
-  /** A secret a live command of this site agent carries (BMC credentials, a boot entry's token). */
-  fetchSecret(ref: string): Promise<string>;
+  /**
+   * A secret the live command `commandId` of this site agent carries (BMC credentials, a boot entry's token): fetched
+   * with the command's id, as the agent API's `secrets.fetch` is.
+   */
+  fetchSecret(ref: string, commandId: string): Promise<string>;
 }
 
 const ok = (result: Json): SimOutcome => ({ outcome: 'succeed', result });
@@ -59,7 +62,7 @@ async function driverInvoke(ctx: SiteCommandContext, command: Command, payload: 
     if (!bmc?.credentialRef) return failed(`BMC ${machine.bmc.address} refused: no credentials`);
     let given: unknown;
     try {
-      given = JSON.parse(await ctx.fetchSecret(bmc.credentialRef));
+      given = JSON.parse(await ctx.fetchSecret(bmc.credentialRef, command.id));
     } catch (error) {
       return failed(`BMC credentials unavailable (${(error as Error).message})`);
     }
@@ -84,7 +87,7 @@ async function bootEntry(ctx: SiteCommandContext, command: Command, payload: Rec
   }
   let value: string;
   try {
-    value = await ctx.fetchSecret(String(payload.tokenRef));
+    value = await ctx.fetchSecret(String(payload.tokenRef), command.id);
   } catch (error) {
     return failed(`could not fetch the boot entry's token (${(error as Error).message})`);
   }

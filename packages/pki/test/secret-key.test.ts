@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -32,11 +32,15 @@ describe('the at-rest key', () => {
     expect(parseSecretKey(await readFile(path, 'utf8'))).toEqual(created);
   });
 
-  it('two concurrent creations agree on one key', async () => {
-    const folder = await mkdtemp(join(tmpdir(), 'pki-key-'));
-    const path = join(folder, 'secret.key');
-    const [a, b] = await Promise.all([loadOrCreateKeyFile(path), loadOrCreateKeyFile(path)]);
-    expect(a).toEqual(b);
+  it('concurrent creations agree on one key, and none reads it half-written', async () => {
+    for (let round = 0; round < 20; round += 1) {
+      const folder = await mkdtemp(join(tmpdir(), 'pki-key-'));
+      const path = join(folder, 'secret.key');
+      const keys = await Promise.all(Array.from({ length: 8 }, () => loadOrCreateKeyFile(path)));
+      for (const key of keys) expect(key).toEqual(keys[0]);
+      // Only the key file is left: every creator's draft is gone.
+      expect(await readdir(folder)).toEqual(['secret.key']);
+    }
   });
 });
 

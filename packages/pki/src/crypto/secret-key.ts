@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ComputeError } from '@better-compute/core';
 
@@ -49,14 +49,20 @@ export async function loadOrCreateKeyFile(path: string): Promise<Uint8Array> {
   }
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
+  // Written whole under a name of its own, then linked to `path` (atomic, and refused when `path` exists): a creator
+  // that loses the race reads a complete key, never the winner's file between its creation and its write.
+  const draft = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
   try {
-    await writeFile(path, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
+    await writeFile(draft, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
     // The umask may have narrowed the mode further, never widened it; make it exactly 0600.
-    await chmod(path, 0o600);
+    await chmod(draft, 0o600);
+    await link(draft, path);
     return new Uint8Array(key);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST')
       return parseSecretKey(await readFile(path, 'utf8'), ['keyFile']);
     throw error;
+  } finally {
+    await unlink(draft).catch(() => undefined);
   }
 }

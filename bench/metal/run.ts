@@ -614,7 +614,7 @@ for (const { figures: f, tps } of results) {
       f.sent.length > 0 ? `${p(50)} / ${p(90)} / ${p(99)}` : '—',
       f.sent.length,
       f.steady.length > 0
-        ? `${fmt(percentile(f.steady, 50), 0)} / ${fmt(percentile(f.steady, 99), 0)} (${f.steady.length})`
+        ? `${fmt(percentile(f.steady, 50), 0)} / ${fmt(percentile(f.steady, 99), 1)} (${f.steady.length})`
         : '—',
       memory,
       fmt(tps, 0),
@@ -709,6 +709,6 @@ function printPauses(f: Figures): void {
   const unforced = f.steadyAt.filter((s) => pausesDuring(forced, s.resultAt, s.ms).length === 0).map((s) => s.ms);
   console.log(
     `  steady pairs during a pause of 5 ms or more: ${paused.length} of ${f.steadyAt.length}; steady p99 without ` +
-      `the pairs a memory sample's forced GC overlapped: ${fmt(percentile(unforced, 99), 0)} ms (${unforced.length})`,
+      `the pairs a memory sample's forced GC overlapped: ${fmt(percentile(unforced, 99), 1)} ms (${unforced.length})`,
   );
 }

@@ -160,8 +160,7 @@ interface Figures {
   byPrevious: Map<string, { all: number[]; steady: number[] }>;
   /** Pairs whose result the agents recorded after the next command was seen sent (counted at a bound; see resultToNext). */
   inverted: number;
-  slowest: Pairs['slowest'];
-  steadyAt: Pairs['steadyAt'];
+  steadyPairs: Pairs['steadyPairs'];
   /** The engine process's event loop delay and garbage collections during the run. */
   pauses: PauseReport;
   /** Heap after a forced GC before the workers started. */
@@ -338,7 +337,7 @@ async function measure(workers: number): Promise<Figures> {
       `SELECT c.id, c.workflow_id, w.node_id, c.kind, c.payload->>'operation' AS operation
        FROM commands c JOIN workflows w ON w.id = c.workflow_id ORDER BY c.workflow_id`,
     );
-    const { sent, steady, steadyAt, byPrevious, afterBoot, inverted, slowest } = resultToNext(
+    const { sent, steady, steadyPairs, byPrevious, afterBoot, inverted } = resultToNext(
       commandRows,
       new Map(report.completed),
       new Map(report.completing),
@@ -372,11 +371,10 @@ async function measure(workers: number): Promise<Figures> {
       apiCounts,
       sent,
       steady,
-      steadyAt,
       pauses,
       byPrevious,
       inverted,
-      slowest,
+      steadyPairs,
       afterBoot,
       baselineHeap,
       idleHeap,
@@ -437,10 +435,11 @@ interface Pairs {
    * completion statement was sent.
    */
   inverted: number;
-  /** The slowest steady pairs, slowest first: to find in a `BENCH_TRACE` by the workflow's id and the result's time. */
-  slowest: { ms: number; pair: string; workflowId: string; resultAt: number }[];
-  /** Every steady pair with its result's time (wall ms since the epoch), to set beside the process's pauses. */
-  steadyAt: { ms: number; resultAt: number }[];
+  /**
+   * Every steady pair, slowest first, with its result's time (wall ms since the epoch): to set beside the process's
+   * pauses, and to find the slowest in a `BENCH_TRACE` by the workflow's id and the result's time.
+   */
+  steadyPairs: { ms: number; pair: string; workflowId: string; resultAt: number }[];
 }
 
 /** How many of the slowest steady pairs the report names (with `BENCH_TRACE` set). */
@@ -473,11 +472,10 @@ function resultToNext(
   const pairs: Pairs = {
     sent: [],
     steady: [],
-    steadyAt: [],
     byPrevious: new Map(),
     afterBoot: [],
     inverted: 0,
-    slowest: [],
+    steadyPairs: [],
   };
   const label = (row: (typeof rows)[number]) => (row.operation ? `${row.kind} ${row.operation}` : row.kind);
   let i = 0;
@@ -523,11 +521,10 @@ function resultToNext(
       entry.all.push(ms);
       if (steady) entry.steady.push(ms);
       pairs.byPrevious.set(key, entry);
-      if (steady) pairs.slowest.push({ ms, pair: key, workflowId: first.workflow_id, resultAt: before.at });
-      if (steady) pairs.steadyAt.push({ ms, resultAt: before.at });
+      if (steady) pairs.steadyPairs.push({ ms, pair: key, workflowId: first.workflow_id, resultAt: before.at });
     }
   }
-  pairs.slowest = pairs.slowest.sort((a, b) => b.ms - a.ms).slice(0, SLOWEST_SHOWN);
+  pairs.steadyPairs.sort((a, b) => b.ms - a.ms);
   return pairs;
 }
 
@@ -672,7 +669,7 @@ for (const { figures: f } of results) {
     console.log(
       '  slowest steady result→next (ms, pair, workflow, result at: wall ms since the epoch; pauses during it):',
     );
-    for (const s of f.slowest) {
+    for (const s of f.steadyPairs.slice(0, SLOWEST_SHOWN)) {
       const during = pausesDuring(f.pauses.pauses, s.resultAt, s.ms).map((p) => `${p.what} ${fmt(p.ms, 1)} ms`);
       console.log(
         `    ${fmt(s.ms, 1)}  ${s.pair}  ${s.workflowId}  ${s.resultAt.toFixed(1)}${during.length ? `  (${during.join(', ')})` : ''}`,
@@ -704,11 +701,11 @@ function printPauses(f: Figures): void {
       `longest ${fmt(longest, 1)}, ${gcs.filter((p) => p.ms >= 10).length} of 10 ms or more); forced for memory ` +
       `samples: ${forced.map((p) => `${fmt(p.ms, 0)} ms`).join(', ') || 'none'}`,
   );
-  if (f.steadyAt.length === 0) return;
-  const paused = f.steadyAt.filter((s) => pausesDuring(pauses, s.resultAt, s.ms).some((p) => p.ms >= 5));
-  const unforced = f.steadyAt.filter((s) => pausesDuring(forced, s.resultAt, s.ms).length === 0).map((s) => s.ms);
+  if (f.steadyPairs.length === 0) return;
+  const paused = f.steadyPairs.filter((s) => pausesDuring(pauses, s.resultAt, s.ms).some((p) => p.ms >= 5));
+  const unforced = f.steadyPairs.filter((s) => pausesDuring(forced, s.resultAt, s.ms).length === 0).map((s) => s.ms);
   console.log(
-    `  steady pairs during a pause of 5 ms or more: ${paused.length} of ${f.steadyAt.length}; steady p99 without ` +
+    `  steady pairs during a pause of 5 ms or more: ${paused.length} of ${f.steadyPairs.length}; steady p99 without ` +
       `the pairs a memory sample's forced GC overlapped: ${fmt(percentile(unforced, 99), 1)} ms (${unforced.length})`,
   );
 }

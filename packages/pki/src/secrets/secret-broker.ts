@@ -51,7 +51,11 @@ async function readSecret(sql: SqlExecutor, ref: SecretRef, key: Uint8Array): Pr
     [ref],
   );
   const row = rows[0];
-  if (!row) return undefined;
+  return row ? openSealed(key, ref, row) : undefined;
+}
+
+// A stored secret's value, from its row (sealed under its id and tenant).
+function openSealed(key: Uint8Array, ref: SecretRef, row: { tenant_id: string; sealed_value: string }): string {
   return new TextDecoder().decode(open(key, context(ref, row.tenant_id), row.sealed_value));
 }
 
@@ -186,15 +190,13 @@ export async function fetchSecretForAgent(
     [agentNodeId, ref, deps.clock.now(), ...(commandId === undefined ? [] : [commandId])],
   );
   const command = rows[0];
-  const value = command
-    ? new TextDecoder().decode(open(deps.key, context(ref, command.tenant_id), command.sealed_value))
-    : undefined;
-  if (!command || value === undefined) {
+  if (!command) {
     log.warn('secret fetch refused', { agentNodeId, ref, reason: 'not-carried' });
     throw new ComputeError('NOT_FOUND', 'no such secret for this agent', {
       details: { path: ['ref'], reason: 'not-carried' },
     });
   }
+  const value = openSealed(deps.key, ref, command);
   log.info('secret fetched by agent', { agentNodeId, ref, commandId: command.id });
   return value;
 }

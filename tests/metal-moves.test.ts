@@ -4,10 +4,11 @@ import { createSim } from './extensions/metal-sim';
 import { BACKENDS, type ScratchDatabase } from './support/databases';
 import { type StatementTap, tappedDatabase } from './support/statement-tap';
 
-// The `metal` reconciler moves a machine at its workflow's end by one statement after the worker's claim, which reads
-// the machine for it (its preload): the next phase's workflow staged, the move and both events, written only while the
-// machine's row is still as the claim read it. Anything else (a machine changed since, a batch to settle) goes through
-// the locked transaction as before, and decides on the machine as it is.
+// A machine moves at its workflow's end in the statement that ends the workflow (metal's end write): the engine's claim
+// read the machine with the workflow (metal's preload), and the statement writes the end, the move, the next phase's
+// workflow and the events, only while the machine's row is still as the claim read it. When it is not, the workflow
+// ends without the move and the `metal` reconciler is queued, as before: by one statement after its own claim when it
+// can, else through the locked transaction, which decides on the machine as it is.
 
 // Every statement the simulation's engine sends (in its transactions too), and a write hooked between two of them.
 const tap: StatementTap = { recorded: undefined, after: undefined };
@@ -35,7 +36,29 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
   const START_AND_MOVE = (text: string) =>
     /INSERT INTO workflows/.test(text) && /UPDATE metal_machines SET phase/.test(text);
 
-  it("moves a machine at each workflow's end by one statement after the claim, starting the next phase's workflow in it", async () => {
+  const ENDS_WORKFLOW = (text: string) => /UPDATE workflows SET revision/.test(text);
+  const FINISHING = (text: string) => /finished AS \(DELETE FROM work_items/.test(text);
+  const REQUEUEING = (text: string) => /requeued AS \(UPDATE work_items/.test(text);
+
+  // The claim of the machine's workflow during its phase `phase` whose last step is in flight (the claim of the pass
+  // that ends it), or of the `metal` reconciler's item with the machine in that phase.
+  const claimOf = (nodeId: string, phase: string) => (rows: readonly Record<string, unknown>[]) =>
+    rows.some((row) => {
+      if (row.key !== nodeId) return false;
+      const preloaded = row.preloaded as Record<string, unknown> | null;
+      if (row.kind === 'metal') return (preloaded as { phase?: string } | null)?.phase === phase;
+      if (row.kind !== 'workflow' || !preloaded) return false;
+      const reads = (preloaded.step_reads as { reads?: Record<string, { lifecycle?: { phase?: string } }> } | null)
+        ?.reads;
+      const steps = preloaded.steps as { state: string }[];
+      return (
+        reads?.['metal.machine']?.lifecycle?.phase === phase &&
+        !steps.some((step) => step.state === 'pending') &&
+        steps.some((step) => step.state === 'running' || step.state === 'waiting')
+      );
+    });
+
+  it("moves a machine in the statement that ends each workflow, starting the next phase's workflow in it", async () => {
     const machine = sim.addMachine(site);
     await sim.enroll(machine);
     tap.recorded = [];
@@ -43,37 +66,37 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     const statements = tap.recorded ?? [];
     tap.recorded = undefined;
     expect((await sim.get(machine)).state).toBe('available');
-    // Enrolling → inspecting → commissioning, each with its workflow, then available: no lock, no read of its own.
-    expect(statements.filter(START_AND_MOVE)).toHaveLength(2);
+    // Enrolling → inspecting → commissioning, each with its workflow, then available: each move is written by the
+    // statement that ends the workflow before it, with no lock and no read of its own.
+    const startsAndMoves = statements.filter(START_AND_MOVE);
+    expect(startsAndMoves).toHaveLength(2);
+    expect(startsAndMoves.every(ENDS_WORKFLOW)).toBe(true);
     expect(statements.filter((text) => LOCKED_READ.test(text))).toEqual([]);
     const toAvailable = statements.filter(
       (text) => /UPDATE metal_machines SET phase/.test(text) && !/INSERT INTO workflows/.test(text),
     );
     expect(toAvailable).toHaveLength(1);
-    // Each pass deletes its own work item with its last statement: the moves, and the plans that ended a workflow.
-    const finishing = (text: string) => /finished AS \(DELETE FROM work_items/.test(text);
-    expect(statements.filter(START_AND_MOVE).every(finishing)).toBe(true);
-    expect(statements.filter((text) => /UPDATE workflows SET revision/.test(text) && finishing(text))).toHaveLength(3);
+    expect(toAvailable.every(ENDS_WORKFLOW)).toBe(true);
+    // The next workflow has the node's key, the pass's own item: the statement requeues it for its first pass; the
+    // last end deletes it.
+    expect(startsAndMoves.every((text) => REQUEUEING(text) && !FINISHING(text))).toBe(true);
+    expect(toAvailable.every(FINISHING)).toBe(true);
+    // No `metal` item was queued: nothing but the engine's statements moved the machine.
+    expect(statements.filter((text) => /INSERT INTO work_items/.test(text) && /'metal'/.test(text))).toEqual([]);
     // The shipped profiles are taken without reading the stored ones.
     expect(statements.filter((text) => /FROM profiles WHERE id = \$2/.test(text))).toEqual([]);
   });
 
-  it('moves a machine changed since the claim read it in a transaction, deciding on it as it is now', async () => {
+  it('ends a workflow without the move when the machine changed since the claim, and the reconciler decides on it as it is now', async () => {
     const machine = sim.addMachine(site);
     await sim.enroll(machine);
     const nodeId = machine.nodeId as string;
-    // Right after the claim of the machine's reconciler at its inspection's end, an operator's hold lands: stop after
-    // inspecting. The claim's read has no hold; the move must see it.
+    // Right after the claim of the pass that ends the inspection, an operator's hold lands: stop after inspecting. The
+    // claim's read has no hold; the move must see it.
     let inspected = false;
     tap.after = {
-      pattern: /m\.xmin::text AS version/,
-      when: (rows) =>
-        rows.some(
-          (row) =>
-            row.kind === 'metal' &&
-            row.key === nodeId &&
-            (row.preloaded as { phase?: string } | null)?.phase === 'inspecting',
-        ),
+      pattern: /'lifecycle', json_build_object/,
+      when: claimOf(nodeId, 'inspecting'),
       run: async () => {
         inspected = true;
         await scratch.db.query(
@@ -84,13 +107,48 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     };
     tap.recorded = [];
     await sim.settle();
+    tap.recorded = undefined;
+    expect(inspected).toBe(true);
+    const view = await sim.get(machine);
+    expect(view.state).toBe('inspecting');
+    expect(view.workflow).toBeNull();
+    expect(view.held).toBe(true);
+  });
+
+  it("moves a machine changed since its reconciler's claim read it in a transaction, deciding on it as it is now", async () => {
+    const machine = sim.addMachine(site);
+    await sim.enroll(machine);
+    const nodeId = machine.nodeId as string;
+    // The end write is stale (a write right after the ending pass's claim), so the workflow ends without it and the
+    // `metal` reconciler is queued; right after that reconciler's claim, the operator's hold lands.
+    let inspected = false;
+    tap.after = {
+      pattern: /'lifecycle', json_build_object/,
+      when: claimOf(nodeId, 'inspecting'),
+      run: async () => {
+        await scratch.db.query('UPDATE metal_machines SET updated_at = updated_at WHERE node_id = $1', [nodeId]);
+        tap.after = {
+          pattern: /m\.xmin::text AS version/,
+          when: (rows) => rows.some((row) => row.kind === 'metal' && row.key === nodeId),
+          run: async () => {
+            inspected = true;
+            await scratch.db.query(
+              `UPDATE metal_machines SET hold_after = 'inspecting' WHERE node_id = $1 AND phase = 'inspecting'`,
+              [nodeId],
+            );
+          },
+        };
+      },
+    };
+    tap.recorded = [];
+    await sim.settle();
     const statements = tap.recorded ?? [];
     tap.recorded = undefined;
     expect(inspected).toBe(true);
     const view = await sim.get(machine);
     expect(view.state).toBe('inspecting');
     expect(view.workflow).toBeNull();
-    // The one-statement move was stale (the row changed after the claim), and the locked read decided again.
+    // The reconciler's one-statement move was stale too, and the locked read decided again.
     expect(statements.filter((text) => LOCKED_READ.test(text)).length).toBeGreaterThanOrEqual(1);
   });
 });

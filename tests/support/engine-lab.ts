@@ -518,6 +518,8 @@ export interface EngineLabOptions {
   profiles?: readonly Profile[];
   /** provisionModule's `userData`. */
   userData?: UserDataOptions;
+  /** Plugin modules listed in provisionModule({ modules }) as well as in betterCompute's (their extensions borrowed). */
+  pluginModules?: ComputeModule[];
   /** Steps registered besides the lab's (a plugin's). */
   steps?: readonly Step[];
   /** More provisionModule options: `configUnits`, `imageVerifier`. */
@@ -537,12 +539,13 @@ export async function createEngineLab(db: SqlDatabase, options: EngineLabOptions
     steps: [...labSteps, ...(options.steps ?? [])],
     profiles: options.profiles ?? [],
     ...(options.userData ? { userData: options.userData } : {}),
+    ...(options.pluginModules ? { modules: options.pluginModules } : {}),
   });
   const compute = await betterCompute({
     ...options.kernel,
     database: db,
     clock,
-    modules: [labModule, provision, ...extraModules],
+    modules: [labModule, provision, ...extraModules, ...(options.pluginModules ?? [])],
   });
   const state = {
     siteId: '',

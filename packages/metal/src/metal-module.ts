@@ -6,6 +6,7 @@ import { METAL_COMMAND_KINDS } from './commands/kinds';
 import { metalFindings } from './doctor/findings';
 import { PHASE_PROFILES, type PhaseState } from './lifecycle/states';
 import type { PhaseProfiles } from './machines/apply-move';
+import { metalEndWrite } from './machines/end-write';
 import { METAL_WORK_KIND, metalReconciler } from './machines/reconciler';
 import { metalMigrationsFolder } from './migrations-folder';
 import { metalProfiles } from './profiles';
@@ -68,7 +69,7 @@ export function metal(options: MetalOptions = {}) {
     dependsOn: ['provision'],
     migrations: { folder: metalMigrationsFolder },
     commandKinds: METAL_COMMAND_KINDS,
-    extensions: metalExtensions,
+    extensions: [...metalExtensions, metalEndWrite(profiles)],
     profiles: metalProfiles,
     reconcilers: { [METAL_WORK_KIND]: metalReconciler(profiles) },
     api: { metal: metalApi(profiles), sites: sitesApi(), batches: batchesApi() },

@@ -4,6 +4,7 @@ import { type ProvisionApi, provisionApi } from './api';
 import { createConfigUnitRegistry } from './config-units/registry';
 import type { ConfigUnit } from './config-units/types';
 import { driverTargetsOf, type Profile, type Step, workflowPreloadsOf } from './define/types';
+import { workflowEndWritesOf } from './define/workflow-end-write';
 import { provisionFindings } from './doctor/findings';
 import { WORKFLOW_WORK_KIND } from './engine/constants';
 import { workflowReconciler } from './engine/reconciler';
@@ -87,6 +88,7 @@ export function provisionModule(options: ProvisionOptions = {}): ProvisionModule
         engine.configUnits,
         driverTargetsOf(modules),
         workflowPreloadsOf(modules),
+        workflowEndWritesOf(modules),
       ),
     },
     // A node workflow's item is keyed by the node id: a step waiting for the node's agent (an agent step awaiting

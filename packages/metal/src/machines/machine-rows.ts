@@ -145,7 +145,9 @@ export async function readMachine(
  * const move = decideRequest(snapshotOf(machine), 'deploy');
  * ```
  */
-export function snapshotOf(machine: MachineRecord): LifecycleSnapshot {
+export function snapshotOf(
+  machine: Pick<MachineRecord, 'state' | 'enrolling' | 'phase' | 'holdAfter' | 'held'>,
+): LifecycleSnapshot {
   return {
     state: machine.state,
     enrolling: machine.enrolling,

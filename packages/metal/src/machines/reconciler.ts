@@ -4,12 +4,11 @@ import {
   type ReconcileResult,
   type Reconciler,
   type SqlExecutor,
-  type StagedStart,
 } from '@better-compute/core';
 import { commit } from '@better-compute/core/kernel';
 import { decideRequest, decideWorkflowEnd } from '../lifecycle/decide';
 import type { PhaseState } from '../lifecycle/states';
-import { applyMove, forgetUserData, moveWrite, type PhaseProfiles, startOfMove } from './apply-move';
+import { applyMove, forgetUserData, type PhaseProfiles } from './apply-move';
 import { forgetBootEntrySecrets, forgetSecretsAfterCommit } from './boot-entry-secrets';
 import {
   MACHINE_COLUMNS,
@@ -20,6 +19,7 @@ import {
   toMachineRecord,
 } from './machine-rows';
 import { HELD_WORKFLOW_SQL } from './quorum';
+import { stageSucceededMove } from './staged-move';
 
 /**
  * The work kind of metal's reconciler, keyed by node id: every workflow metal starts names it as its `owner`, and
@@ -185,48 +185,32 @@ async function settleBatch(
 
 /**
  * A workflow's end moved by one statement after the claim, from the machine as the claim read it (`ctx.preloaded`,
- * without a lock): the next phase's workflow staged (`ctx.workflows.stageStart`: a shipped profile costs no read),
- * the move's writes and both events, written only while the machine's row is still the version read (locked by the
- * statement) and the worker holds its shard. Undefined when this cannot be done so (no preload, a batch to settle, the
- * quorum's approvers, a start that cannot be staged or is refused, a machine changed since the claim): the reconciler
- * then does it in a transaction, as before.
+ * without a lock; see `stageSucceededMove`), written only while the worker holds its shard. Undefined when this
+ * cannot be done so (no preload, a batch to settle, a failed or cancelled workflow, the quorum's approvers, a start
+ * that cannot be staged or is refused, a machine changed since the claim): the reconciler then does it in a
+ * transaction, as before.
  */
 async function moveFromPreload(
   ctx: ModuleContext,
   profiles: PhaseProfiles,
   preloaded: unknown,
 ): Promise<{ forgotten: string | undefined; doneWritten: boolean } | undefined> {
-  if (typeof preloaded !== 'object' || preloaded === null || ctx.quorum?.enabled()) return undefined;
+  if (typeof preloaded !== 'object' || preloaded === null) return undefined;
   const { machine, version, held, end } = readingOf(preloaded as Record<string, unknown>);
   const { workflowId } = machine;
   // A workflow that failed or was cancelled may have left its boot entries' secrets: the transaction deletes them.
   if (held || !end || workflowId === null || end.outcome !== 'succeeded') return undefined;
-  const decided = moveAtEnd({ ...machine, workflowId }, end);
-  if (!decided) return undefined;
-  const { move, extras } = decided;
-  let staged: StagedStart | undefined;
-  try {
-    const start = startOfMove(profiles, machine, move, extras);
-    if (start) {
-      staged = await ctx.workflows?.stageStart?.(ctx.sql, start);
-      if (!staged) return undefined;
-    }
-  } catch (error) {
-    // A refusal (a profile that does not resolve, a deploy without its request) is decided in the transaction, which
-    // fails the machine with it where it should.
-    if (isComputeError(error)) return undefined;
-    throw error;
-  }
-  const write = moveWrite(machine, move, extras, staged?.id ?? null, ctx.clock.now(), { version });
+  const staged = await stageSucceededMove(ctx, profiles, { ...machine, workflowId }, version);
+  if (!staged) return undefined;
   const written = await commit(ctx, {
-    changes: staged ? [...staged.changes, ...write.changes] : write.changes,
-    events: [...(staged?.events ?? []), write.event],
-    ...(staged ? { wake: staged.wake } : {}),
+    changes: staged.changes,
+    events: staged.events,
+    ...(staged.wake ? { wake: staged.wake } : {}),
     // The pass ends here: its own item goes with the move (unless enqueued again since the claim).
     done: true,
   });
   if (written.status !== 'committed') return undefined;
-  return { forgotten: write.forgottenUserDataRef, doneWritten: written.doneWritten === true };
+  return { forgotten: staged.forgotten, doneWritten: written.doneWritten === true };
 }
 
 /**

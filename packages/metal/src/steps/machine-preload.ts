@@ -1,5 +1,6 @@
 import type { Json, Labels } from '@better-compute/core';
 import { connectedSiteAgentAtSql, DEFAULT_SESSION_STALE_AFTER_MS } from '@better-compute/core/kernel';
+import { nodeColumnSql } from '@better-compute/core/nodes';
 import type { StepContext, WorkflowPreload } from '@better-compute/provision';
 
 /**
@@ -38,6 +39,20 @@ export interface PreloadedMachine {
   session: { bootId: string | null; role: string | null; connectedAt: string } | null;
   /** Read only while `inspect.collect` runs: its write starts from it. */
   node?: PreloadedNodeVersion | null;
+  /** What the lifecycle decides a workflow's end on, for metal's end write (see `metalEndWrite`). */
+  lifecycle?: PreloadedLifecycle;
+}
+
+/** The machine's lifecycle columns and its row's version (`xmin`), as the claim read them. */
+export interface PreloadedLifecycle {
+  state: string | null;
+  phase: string | null;
+  enrolling: boolean;
+  holdAfter: string | null;
+  held: boolean;
+  workflowId: string | null;
+  deployRequest: Json | null;
+  version: string;
 }
 
 /**
@@ -45,7 +60,8 @@ export interface PreloadedMachine {
  * relaying steps read at the start of a run (the machine's row, MACs, the profile's drivers, when the workflow
  * started, where a first command would go, the site's agents and their tenants, the machine's agent session, and the
  * node's version while `inspect.collect` runs), so a pass on a command's result goes from the claim to its next
- * command without a read. Sessions are judged against the claim's now, as `currentAgentSession` would.
+ * command without a read; and the machine's lifecycle columns with its row's version, so the pass that ends the
+ * workflow moves the machine in the same statement (`metalEndWrite`). Sessions are judged against the claim's now, as `currentAgentSession` would.
  *
  * @example
  * ```ts
@@ -72,7 +88,11 @@ export const metalMachinePreload: WorkflowPreload = Object.freeze({
       'node', CASE WHEN EXISTS (SELECT 1 FROM workflow_steps ws WHERE ws.workflow_id = ${workflow}.id
           AND ws.state = 'running' AND ws.action = 'inspect.collect')
         THEN (SELECT json_build_object('labels', n.labels, 'facts', n.facts, 'version', n.xmin::text)
-          FROM nodes n WHERE n.id = m.node_id) END)
+          FROM nodes n WHERE n.id = m.node_id) END,
+      'lifecycle', json_build_object(
+        'state', (SELECT ${nodeColumnSql('provisionState', 'pn')} FROM nodes pn WHERE pn.id = m.node_id),
+        'phase', m.phase, 'enrolling', m.enrolling, 'holdAfter', m.hold_after, 'held', m.held,
+        'workflowId', m.workflow_id, 'deployRequest', m.deploy_request, 'version', m.xmin::text))
     FROM metal_machines m WHERE m.node_id = ${workflow}.node_id)`;
   },
 });

@@ -18,3 +18,9 @@ export {
 } from './define-profile';
 export { defineStep, STEP_DEFINITION_FIELDS } from './define-step';
 export * from './types';
+export {
+  type StagedEndWrite,
+  type WorkflowEnd,
+  type WorkflowEndWrite,
+  workflowEndWritesOf,
+} from './workflow-end-write';

@@ -9,6 +9,7 @@ import {
 } from '@better-compute/core/kernel';
 import { nodeHasLabelsSql, setNodeHostSection } from '@better-compute/core/nodes';
 import { resolveHostConfig } from '../config-units/apply';
+import type { StagedEndWrite } from '../define/workflow-end-write';
 import { siteAgentFor } from '../steps/site-agent-for';
 import type { Known, Need, Plan } from './plan';
 import type { StepSend } from './run-gate';
@@ -142,7 +143,9 @@ export type PlanCommit =
  * (`needs-transaction` when the owner's work queue cannot be written by the statement). In a transaction (the
  * workflow row locked) it also cancels the commands the plan cancels and sets the host config. A plan that needs a
  * transaction (see {@link needsTransaction}) must get one. `sends`: a control-plane step's commands (and what goes with
- * them) written with the plan that starts it (see `RunGate`'s deferred start).
+ * them) written with the plan that starts it (see `RunGate`'s deferred start). `end`: the owner's end write for a plan
+ * that ends the workflow (see `stageEndWrite`), written by the one statement instead of queuing the owner (ignored in
+ * `tx`, where the owner is queued).
  *
  * @example
  * ```ts
@@ -153,10 +156,19 @@ export async function commitPlan(
   env: EngineEnv,
   plan: Plan,
   now: Date,
-  options: { tx?: SqlExecutor; guard?: PlanGuard; requeue?: Date; done?: boolean; sends?: readonly StepSend[] },
+  options: {
+    tx?: SqlExecutor;
+    guard?: PlanGuard;
+    requeue?: Date;
+    done?: boolean;
+    sends?: readonly StepSend[];
+    end?: StagedEndWrite;
+  },
 ): Promise<PlanCommit> {
   const { ctx } = env;
   const { tx } = options;
+  // An owner's end write goes only into the one statement (its changes' requires hold that statement's gate).
+  const end = tx ? undefined : options.end;
   const changes: [CommitChange, ...CommitChange[]] = [workflowChange(plan, now, options.guard)];
   if (plan.steps.size > 0) changes.push(stepsChange(plan, now));
   // A run's writes with its result go with its settle: their requires hold the plan's gate.
@@ -165,17 +177,21 @@ export async function commitPlan(
   // what goes with them.
   const sends = options.sends ?? [];
   for (const send of sends) changes.push(...(send.with_?.changes ?? []));
+  if (end) changes.push(...end.changes);
+  const events = end?.events ? [...plan.events, ...end.events] : plan.events;
+  // The owner's work item goes in with the plan that ends the workflow (enqueued in `tx` when the queue cannot),
+  // unless its end write is in the statement: then what that write queues, if anything.
+  const wake = end ? end.wake : plan.owner;
   const result = await commit<{ revision: number }>(
     ctx,
     {
       changes,
-      ...(plan.events.length > 0 ? { events: plan.events } : {}),
+      ...(events.length > 0 ? { events } : {}),
       ...(plan.command ? { command: plan.command.input } : {}),
       ...(sends.length > 0 ? { commands: sends.map((send) => send.command) } : {}),
       ...(options.requeue && !tx ? { requeue: options.requeue } : {}),
       ...(options.done && !tx ? { done: true } : {}),
-      // The owner's work item goes in with the plan that ends the workflow (enqueued in `tx` when the queue cannot).
-      ...(plan.owner ? { wake: plan.owner } : {}),
+      ...(wake ? { wake } : {}),
     },
     tx,
   );

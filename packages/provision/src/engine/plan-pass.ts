@@ -1,6 +1,8 @@
+import type { WorkflowEnd } from '../define/workflow-end-write';
 import { advanceWorkflow } from './advance';
 import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import type { Decision, RunRequest } from './decision';
+import { afterEndWrite, stageEndWrite } from './end-write';
 import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Need, type Plan, PlanDraft } from './plan';
 import type { RunOutcome } from './run-step';
 import type { EngineEnv } from './transitions';
@@ -188,13 +190,19 @@ export type PassWrite =
       /** The statement deleted the pass's own work item (`done`, for a pass that ends idle). */
       doneWritten?: true;
     }
-  | { kind: 'stale'; stageCommands: boolean };
+  | {
+      kind: 'stale';
+      stageCommands: boolean;
+      /** The stale statement carried an owner's end write (whose requires may be what failed). */
+      endWrite?: true;
+    };
 
 /**
  * Writes what {@link planPass} planned from the snapshot at `revision`: nothing for an empty plan; one statement (which
- * requeues the pass's own item `requeue` when the pass ends waiting) when it can; else, or when its command cannot be
- * written by one statement, a transaction for the next transition. `stageCommands` comes back false once a command
- * had to go through `enqueue`.
+ * requeues the pass's own item `requeue` when the pass ends waiting, and carries the owner's end write, staged with
+ * `endWrite.reads`, when the plan ends the workflow) when it can; else, or when its command cannot be written by one
+ * statement, a transaction for the next transition. `stageCommands` comes back false once a command had to go
+ * through `enqueue`.
  *
  * @example
  * ```ts
@@ -208,6 +216,7 @@ export async function writePass(
   now: Date,
   requeue: Date | undefined,
   done = false,
+  endWrite?: { reads: WorkflowEnd['reads'] },
 ): Promise<PassWrite & { stageCommands: boolean }> {
   let inTransaction = planned.kind === 'needs-transaction' ? planned : undefined;
   let stageCommands = true;
@@ -223,13 +232,23 @@ export async function writePass(
         stageCommands,
       };
     }
+    const end = endWrite ? await stageEndWrite(env, planned.plan, endWrite.reads, now) : undefined;
+    // The workflow the end write starts may be the pass's own item (a node's next workflow has the node's key): the
+    // statement requeues that item for now instead of deleting it, and the pass's worker claims it again.
+    const item = env.ctx.item;
+    const ownWake = end?.wake !== undefined && end.wake.kind === item?.kind && end.wake.key === item.key;
     const written = await commitPlan(env, planned.plan, now, {
       guard: { revision },
-      ...(requeue ? { requeue } : {}),
-      ...(done ? { done } : {}),
+      ...(ownWake ? { requeue: now } : requeue ? { requeue } : {}),
+      ...(done && !ownWake ? { done } : {}),
+      ...(end ? { end: ownWake ? { ...end, wake: undefined } : end } : {}),
     });
-    if (written.status === 'stale') return { kind: 'stale', stageCommands };
+    // Stale with an end write: its requires may be what failed; the pass reads the workflow again and writes the end
+    // without it (the owner queued).
+    if (written.status === 'stale')
+      return { kind: 'stale', stageCommands, ...(end ? { endWrite: true as const } : {}) };
     if (written.status === 'committed') {
+      if (end) await afterEndWrite(env, end, planned.plan.workflow.id);
       next.workflow.revision = written.revision;
       const { transitions } = planned;
       const reread = planned.reread ? { reread: true as const } : {};

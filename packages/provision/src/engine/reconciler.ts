@@ -3,6 +3,7 @@ import { type CommandStaging, type EventStaging, OPEN_COMMAND_STATES } from '@be
 import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
+import type { WorkflowEndWrite } from '../define/workflow-end-write';
 import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
@@ -121,8 +122,9 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * evaluated `when` on, and the worker holds its shard; a stale plan is read again and planned anew. A node step's
  * command is inserted by that same statement, and a pass that ends waiting on it requeues its own work item there
  * too, so the worker has nothing to record. A transition that needs to read (a site agent, a command, an agent
- * session, the host config) or to write beyond the workflow (cancel a command, queue the owner, set the host config,
- * a command with policies) runs in a transaction with the workflow row locked. Control-plane steps run between,
+ * session, the host config) or to write beyond the workflow (cancel a command, set the host config,
+ * a command with policies) runs in a transaction with the workflow row locked. A workflow's end carries its owner's
+ * end write when the owner registered one (`WorkflowEndWrite`), instead of queuing the owner. Control-plane steps run between,
  * outside any transaction; the reconciler asks to be queued again at the next moment it cares about (a command poll, a
  * stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against `configUnits` (the built-ins
  * by default).
@@ -137,10 +139,11 @@ export function workflowReconciler(
   configUnits: ConfigUnitRegistry = BUILTIN_CONFIG_UNIT_REGISTRY,
   driverTargets: readonly DriverTarget[] = [],
   workflowPreloads: readonly WorkflowPreload[] = [],
+  endWrites: ReadonlyMap<string, WorkflowEndWrite> = new Map(),
 ): Reconciler {
   const transient = new TransientBackoff();
   const reconcile = async (key: string, ctx: ModuleContext) => {
-    const env: EngineEnv = { ctx, steps, configUnits, driverTargets };
+    const env: EngineEnv = { ctx, steps, configUnits, driverTargets, endWrites };
     // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
     // undefined when it must read it again, null when there is none.
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
@@ -150,6 +153,9 @@ export function workflowReconciler(
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
     let stageCommands = true;
+    // Off for the rest of the pass once a statement with an owner's end write was stale: its requires may be what
+    // failed, and the workflow's end must not wait on them (the owner is queued instead).
+    let endWriteRefused = false;
     // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
     // start found the workflow changed: nothing of the run was written).
     const runStep = async (request: RunRequest, gate: RunGate, ownItem: boolean): Promise<RunEnd> => {
@@ -213,13 +219,15 @@ export function workflowReconciler(
       const done = ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle';
       let written: Awaited<ReturnType<typeof writePass>>;
       try {
-        written = await writePass(env, planned, snapshot.workflow.revision, now, requeue, done);
+        const endWrite = endWriteRefused ? undefined : { reads: reads?.stepReads.reads ?? {} };
+        written = await writePass(env, planned, snapshot.workflow.revision, now, requeue, done, endWrite);
       } catch (error) {
         snapshot = undefined;
         throw error;
       }
       stageCommands &&= written.stageCommands;
       if (written.kind === 'stale') {
+        endWriteRefused ||= written.endWrite === true;
         // Stale: something changed the workflow (a verb, the node's labels) since it was read. An ended run is
         // settled against the workflow as it is now, or not at all if it no longer runs. It counts against the
         // pass's budget, so a workflow changed without pause cannot hold the worker. A run that writes with its
@@ -233,7 +241,11 @@ export function workflowReconciler(
       run = undefined;
       transitions += Math.max(1, written.transitions);
       const { decision, requeueWritten } = written;
-      if (decision.kind === 'idle') return written.doneWritten ? { doneWritten: true as const } : undefined;
+      if (decision.kind === 'idle') {
+        if (written.doneWritten) return { doneWritten: true as const };
+        // The owner's end write started the key's next workflow: the statement requeued this item for it.
+        return requeueWritten ? { requeueAfterMs: 0, requeueWritten: true } : undefined;
+      }
       if (decision.kind === 'wait') {
         const result = requeueAt(ctx, decision.until.getTime());
         if (requeueWritten) return { ...result, requeueWritten: true };

@@ -2,6 +2,7 @@ import type { Json, ModuleContext } from '@better-compute/core';
 import { addMs } from '@better-compute/core/kernel';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget } from '../define/types';
+import type { WorkflowEndWrite } from '../define/workflow-end-write';
 import type { WorkflowState } from './constants';
 import { stepEventData } from './events';
 import type { Known, Need, PlanDraft } from './plan';
@@ -18,6 +19,8 @@ export interface EngineEnv {
   configUnits: ConfigUnitRegistry;
   /** Modules' driver targets: read only when a driver operation's command is sent. */
   driverTargets?: readonly DriverTarget[];
+  /** Owners' end writes, by owner: written with the statement that ends a workflow of theirs. */
+  endWrites?: ReadonlyMap<string, WorkflowEndWrite>;
 }
 
 /**

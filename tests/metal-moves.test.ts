@@ -58,6 +58,20 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
       );
     });
 
+  // Runs `run` right after the claim of the pass that ends the machine's inspection.
+  const afterEndingClaim = (nodeId: string, run: () => Promise<void>): StatementTap['after'] => ({
+    pattern: /'lifecycle', json_build_object/,
+    when: claimOf(nodeId, 'inspecting'),
+    run,
+  });
+
+  // An operator's hold landing between two statements of the engine: stop after inspecting.
+  const holdAfterInspecting = (nodeId: string) =>
+    scratch.db.query(
+      `UPDATE metal_machines SET hold_after = 'inspecting' WHERE node_id = $1 AND phase = 'inspecting'`,
+      [nodeId],
+    );
+
   it("moves a machine in the statement that ends each workflow, starting the next phase's workflow in it", async () => {
     const machine = sim.addMachine(site);
     await sim.enroll(machine);
@@ -94,17 +108,10 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     // Right after the claim of the pass that ends the inspection, an operator's hold lands: stop after inspecting. The
     // claim's read has no hold; the move must see it.
     let inspected = false;
-    tap.after = {
-      pattern: /'lifecycle', json_build_object/,
-      when: claimOf(nodeId, 'inspecting'),
-      run: async () => {
-        inspected = true;
-        await scratch.db.query(
-          `UPDATE metal_machines SET hold_after = 'inspecting' WHERE node_id = $1 AND phase = 'inspecting'`,
-          [nodeId],
-        );
-      },
-    };
+    tap.after = afterEndingClaim(nodeId, async () => {
+      inspected = true;
+      await holdAfterInspecting(nodeId);
+    });
     tap.recorded = [];
     await sim.settle();
     tap.recorded = undefined;
@@ -122,24 +129,17 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     // The end write is stale (a write right after the ending pass's claim), so the workflow ends without it and the
     // `metal` reconciler is queued; right after that reconciler's claim, the operator's hold lands.
     let inspected = false;
-    tap.after = {
-      pattern: /'lifecycle', json_build_object/,
-      when: claimOf(nodeId, 'inspecting'),
-      run: async () => {
-        await scratch.db.query('UPDATE metal_machines SET updated_at = updated_at WHERE node_id = $1', [nodeId]);
-        tap.after = {
-          pattern: /m\.xmin::text AS version/,
-          when: (rows) => rows.some((row) => row.kind === 'metal' && row.key === nodeId),
-          run: async () => {
-            inspected = true;
-            await scratch.db.query(
-              `UPDATE metal_machines SET hold_after = 'inspecting' WHERE node_id = $1 AND phase = 'inspecting'`,
-              [nodeId],
-            );
-          },
-        };
-      },
-    };
+    tap.after = afterEndingClaim(nodeId, async () => {
+      await scratch.db.query('UPDATE metal_machines SET updated_at = updated_at WHERE node_id = $1', [nodeId]);
+      tap.after = {
+        pattern: /m\.xmin::text AS version/,
+        when: (rows) => rows.some((row) => row.kind === 'metal' && row.key === nodeId),
+        run: async () => {
+          inspected = true;
+          await holdAfterInspecting(nodeId);
+        },
+      };
+    });
     tap.recorded = [];
     await sim.settle();
     const statements = tap.recorded ?? [];

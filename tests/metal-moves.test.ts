@@ -97,6 +97,11 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     expect(toAvailable.every(FINISHING)).toBe(true);
     // No `metal` item was queued: nothing but the engine's statements moved the machine.
     expect(statements.filter((text) => /INSERT INTO work_items/.test(text) && /'metal'/.test(text))).toEqual([]);
+    // The commissioning's driver operations go to the site agent with the machine's BMC: the BIOS read's, planned
+    // right after the claim of the firmware read's result, as the claim read them; the firmware read's, planned after
+    // `inspect.collect` wrote the inventory with its result (the pass reads the workflow again), by reading them.
+    const bmcReads = statements.filter((text) => /SELECT bmc_address, bmc_driver, bmc_credential_ref/.test(text));
+    expect(bmcReads).toHaveLength(1);
     // The shipped profiles are taken without reading the stored ones.
     expect(statements.filter((text) => /FROM profiles WHERE id = \$2/.test(text))).toEqual([]);
   });

@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { agentStepScenarios } from './provision-engine/agent-steps';
+import { claimAnswerScenarios } from './provision-engine/claim-answers';
 import { controlPlaneScenarios } from './provision-engine/control-plane';
 import { databaseFaultScenarios } from './provision-engine/database-faults';
 import { deferredStartScenarios } from './provision-engine/deferred-start';
@@ -30,6 +31,7 @@ describe.each(BACKENDS)('the workflow engine on $name', ({ name, create }) => {
   transitionScenarios(getLab);
   settleGuardScenarios(getLab);
   preloadScenarios(getLab);
+  claimAnswerScenarios(getLab);
   ownRequeueScenarios(getLab);
   deferredStartScenarios(getLab);
   writeWithResultScenarios(getLab);

@@ -1,5 +1,6 @@
 import type { Json, SqlExecutor } from '@better-compute/core';
 import type { DriverTarget } from '@better-compute/provision';
+import { METAL_MACHINE_PRELOAD_ID, type PreloadedMachine } from './machine-preload';
 
 /**
  * Metal's driver target: what a profile's driver operation (`{ use: 'bios.apply', on: 'site' }`, no registered step)
@@ -21,9 +22,22 @@ export const metalBmcTarget: DriverTarget = Object.freeze({
       [nodeId],
     );
     const row = rows[0];
-    if (!row) return undefined;
-    const credentialRef = typeof row.bmc_credential_ref === 'string' ? row.bmc_credential_ref : undefined;
-    const bmc: Json = { address: row.bmc_address, driver: row.bmc_driver, ...(credentialRef ? { credentialRef } : {}) };
-    return { bmc };
+    return row ? bmcFields(row.bmc_address, row.bmc_driver, row.bmc_credential_ref) : undefined;
+  },
+  // The claim's metal preload holds the same columns: a pass planned right after its claim reads nothing.
+  fromReads(reads: Readonly<Record<string, Json>>, { nodeId }: { nodeId: string }) {
+    const read = reads[METAL_MACHINE_PRELOAD_ID];
+    if (typeof read !== 'object' || read === null || Array.isArray(read)) return undefined;
+    const machine = read as Partial<Record<keyof PreloadedMachine, Json>>;
+    if (machine.nodeId !== nodeId || typeof machine.bmcAddress !== 'string' || typeof machine.bmcDriver !== 'string') {
+      return undefined;
+    }
+    return bmcFields(machine.bmcAddress, machine.bmcDriver, machine.bmcCredentialRef);
   },
 });
+
+function bmcFields(address: string, driver: string, credentialRef: unknown): { bmc: Json } {
+  const bmc: Record<string, Json> = { address, driver };
+  if (typeof credentialRef === 'string') bmc.credentialRef = credentialRef;
+  return { bmc };
+}

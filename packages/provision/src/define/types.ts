@@ -376,6 +376,15 @@ export interface DriverTarget {
   readonly extension: 'driver-target';
   readonly id: string;
   resolve(sql: SqlExecutor, target: { nodeId: string }): Promise<{ readonly [field: string]: Json } | undefined>;
+  /**
+   * The same fields from what the worker's claim read for the workflow (the modules' workflow preloads, by id), so a
+   * pass that plans right after its claim sends the command without `resolve`'s read: `{}` to add nothing, undefined
+   * when the reads do not tell (then `resolve` reads).
+   */
+  fromReads?(
+    reads: Readonly<Record<string, Json>>,
+    target: { nodeId: string },
+  ): { readonly [field: string]: Json } | undefined;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { WorkflowEnd } from '../define/workflow-end-write';
 import { advanceWorkflow } from './advance';
+import { answerFromClaim, type ClaimAnswers } from './claim-answers';
 import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import type { Decision, RunRequest } from './decision';
 import { afterEndWrite, stageEndWrite } from './end-write';
@@ -25,7 +26,13 @@ const PLAIN_READS: ReadonlySet<Need['kind']> = new Set(['site-agent', 'agent-ses
  * One transition, with the plain reads it needs made on the way (see `PLAIN_READS`) when `read`; what it needs beyond
  * them comes back as its need.
  */
-async function advanceWithPlainReads(env: EngineEnv, state: LoadedWorkflow, read: boolean, now: Date) {
+async function advanceWithPlainReads(
+  env: EngineEnv,
+  state: LoadedWorkflow,
+  read: boolean,
+  now: Date,
+  claim: ClaimAnswers | undefined,
+) {
   let known: Known = {};
   for (let reads = 0; ; reads += 1) {
     const t = await advanceWorkflow(env, state, known, now);
@@ -33,7 +40,8 @@ async function advanceWithPlainReads(env: EngineEnv, state: LoadedWorkflow, read
     if (reads === MAX_READS_PER_TRANSITION) {
       throw new Error(`workflow ${state.workflow.id}: a transition kept asking for reads`);
     }
-    known = { ...known, ...(await readNeed(env.ctx.sql, env, t.needs, now)) };
+    const answered = claim ? answerFromClaim(env, claim, t.needs) : undefined;
+    known = { ...known, ...(answered ?? (await readNeed(env.ctx.sql, env, t.needs, now))) };
   }
 }
 
@@ -79,7 +87,7 @@ export type Planned =
 
 /**
  * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing but plain reads
- * (see `PLAIN_READS`) is needed (skips, the next control-plane step started, an agent step's command with the site
+ * (see `PLAIN_READS`, answered by `claim` when it can) is needed (skips, the next control-plane step started, an agent step's command with the site
  * agent and driver fields it goes with, a rejoin looked at, the workflow finished).
  *
  * @example
@@ -94,6 +102,7 @@ export async function planPass(
   budget: number,
   now: Date,
   stageCommands: boolean,
+  claim?: ClaimAnswers,
 ): Promise<Planned> {
   let acc = emptyPlan(snapshot.workflow);
   let state = snapshot;
@@ -108,7 +117,7 @@ export async function planPass(
   while (transitions < budget) {
     transitions += 1;
     // After a run that writes with its result, nothing is read before that write commits: the pass reads again.
-    const t = await advanceWithPlainReads(env, state, withResult === undefined, now);
+    const t = await advanceWithPlainReads(env, state, withResult === undefined, now, claim);
     const needs = 'needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands);
     if (withResult && (needs || t.plan.readsLabels)) {
       const before = { plan: acc, state };

@@ -66,7 +66,8 @@ export type Need =
 
 /** What was read for a transition's {@link Need}s (and how sending its command went). */
 export interface Known {
-  siteAgent?: ConnectedSiteAgent | null;
+  /** The site agent a site step's command goes to (null: none connected). */
+  siteAgent?: Pick<ConnectedSiteAgent, 'nodeId'> | null;
   command?: Command | InFlightCommand | null;
   session?: { bootId: string | null; role: string | null } | null;
   /** The host section resolved on the node's labels, its error, or `null` when the node is gone. */

@@ -4,6 +4,7 @@ import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
 import type { WorkflowEndWrite } from '../define/workflow-end-write';
+import { claimAnswersOf } from './claim-answers';
 import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
@@ -149,6 +150,8 @@ export function workflowReconciler(
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
     // What the claim read for the runs, good while every change since was this pass's own (no read again).
     let reads = claimReads(snapshot);
+    // What the claim read that answers the engine's plain reads: only until the pass runs a control-plane step.
+    let claim = claimAnswersOf(snapshot);
     let run: EndedRun | undefined;
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
@@ -159,6 +162,7 @@ export function workflowReconciler(
     // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
     // start found the workflow changed: nothing of the run was written).
     const runStep = async (request: RunRequest, gate: RunGate, ownItem: boolean): Promise<RunEnd> => {
+      claim = undefined;
       const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
       const preloads = runPreloads(reads, request);
       const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate, preloads);
@@ -185,11 +189,13 @@ export function workflowReconciler(
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
       if (snapshot === undefined) {
         reads = undefined;
+        claim = undefined;
         snapshot = (await readActiveWorkflow(ctx.sql, key)) ?? null;
       }
       if (snapshot === null) return undefined;
       const now = ctx.clock.now();
-      const planned = await planPass(env, snapshot, run, MAX_TRANSITIONS_PER_PASS - transitions, now, stageCommands);
+      const budget = MAX_TRANSITIONS_PER_PASS - transitions;
+      const planned = await planPass(env, snapshot, run, budget, now, stageCommands, claim);
       const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
       const deferred = deferredStart(env, planned, snapshot.workflow.revision, now);
       if (deferred) {

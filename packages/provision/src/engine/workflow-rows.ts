@@ -1,5 +1,10 @@
 import type { Command, CommandState, ComputeErrorCode, Json, Labels, SqlExecutor } from '@better-compute/core';
-import { commandFromJson, commandJsonSql } from '@better-compute/core/kernel';
+import {
+  commandFromJson,
+  commandJsonSql,
+  connectedSiteAgentAtSql,
+  DEFAULT_SESSION_STALE_AFTER_MS,
+} from '@better-compute/core/kernel';
 import { joinNodeSql, nodeColumnSql } from '@better-compute/core/nodes';
 import type { Profile, ProfileStep, StepRunsOn, WorkflowPreload } from '../define/types';
 import { ACTIVE_STATES_SQL, type StepPhase, type StepState, type WorkflowState } from './constants';
@@ -161,23 +166,48 @@ export const MAX_PRELOADED_STEP_COMMANDS = 16;
 export const MAX_PRELOADED_RESULT_BYTES = 65_536;
 
 /**
+ * What the engine's own plain reads would find for the workflow's node, read by the claim (see `ClaimAnswers`): the
+ * site agent a site step's command would go to (the boot-lease holder first; null when none is connected) and the
+ * node's current agent session (null when none).
+ */
+export interface ClaimKnown {
+  siteAgentId: string | null;
+  session: { bootId: string | null; role: string | null } | null;
+}
+
+/**
  * The running steps' current attempts' commands (undefined when there were too many, or one too large, to read with
- * the claim) and the modules' workflow preloads, as the claim read them.
+ * the claim), the modules' workflow preloads, and what the engine's plain reads would find for the node (`known`,
+ * absent for a workflow without a node), as the claim read them.
  */
 export interface StepReads {
   commands: Command[] | undefined;
   reads: Record<string, Json>;
+  known?: ClaimKnown;
+}
+
+function toClaimKnown(raw: unknown): ClaimKnown | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const { siteAgentId, session } = raw as { siteAgentId?: unknown; session?: unknown };
+  if (siteAgentId !== null && typeof siteAgentId !== 'string') return undefined;
+  if (session === null) return { siteAgentId, session: null };
+  if (typeof session !== 'object' || session === undefined) return undefined;
+  const { bootId, role } = session as { bootId?: unknown; role?: unknown };
+  const text = (value: unknown) => (typeof value === 'string' ? value : null);
+  return { siteAgentId, session: { bootId: text(bootId), role: text(role) } };
 }
 
 function toStepReads(raw: unknown): StepReads | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
-  const { commands, reads } = raw as { commands?: unknown; reads?: unknown };
+  const { commands, reads, known: rawKnown } = raw as { commands?: unknown; reads?: unknown; known?: unknown };
   if (typeof reads !== 'object' || reads === null || Array.isArray(reads)) return undefined;
-  if (commands === null) return { commands: undefined, reads: reads as Record<string, Json> };
+  const known = toClaimKnown(rawKnown);
+  const rest = { reads: reads as Record<string, Json>, ...(known ? { known } : {}) };
+  if (commands === null) return { commands: undefined, ...rest };
   if (!Array.isArray(commands)) return undefined;
   const parsed = commands.map(commandFromJson);
   if (parsed.some((c) => c === undefined)) return undefined;
-  return { commands: parsed as Command[], reads: reads as Record<string, Json> };
+  return { commands: parsed as Command[], ...rest };
 }
 
 function toInFlightCommand(r: Raw | null | undefined): InFlightCommand | undefined {
@@ -239,6 +269,21 @@ export async function readActiveWorkflow(sql: SqlExecutor, key: string): Promise
 }
 
 /**
+ * The claim's `known` (see {@link ClaimKnown}) of the workflow `w`'s node, as `siteAgentFor`'s first choice among the
+ * site's connected agents and `currentAgentSession` would read them at the claim's `now`. The site goes in as a
+ * subquery of its own: `connectedSiteAgentAtSql` names its nodes `n`.
+ */
+function claimKnownSql(now: string): string {
+  const stale = `(${now} - interval '${DEFAULT_SESSION_STALE_AFTER_MS} milliseconds')`;
+  const site = `(SELECT ${nodeColumnSql('siteId', 'x')} FROM nodes x WHERE ${nodeColumnSql('id', 'x')} = w.node_id)`;
+  return `CASE WHEN w.node_id IS NULL THEN NULL ELSE json_build_object(
+      'siteAgentId', (${connectedSiteAgentAtSql(site, stale)}),
+      'session', (SELECT json_build_object('bootId', s.boot_id, 'role', s.role) FROM agent_sessions s
+        WHERE s.node_id = w.node_id AND s.closed_at IS NULL AND s.last_seen_at > ${stale}
+        ORDER BY s.connected_at DESC, s.id DESC LIMIT 1)) END`;
+}
+
+/**
  * What {@link readActiveWorkflow} reads, as one JSON value (null when the key has no active workflow): the `workflow`
  * reconciler's preload, read by the worker's claim in its own statement. `key` and `now` are SQL expressions of the
  * key and the claim's now. With it, for the runs of its running control-plane steps (`stepReads`): their current
@@ -266,7 +311,8 @@ export function activeWorkflowPreloadSql(key: string, now: string, preloads: rea
         WHERE s.workflow_id = w.id AND s.state = 'running' AND c.workflow_id IS NOT NULL
           AND (c.key = ${attemptKey} OR starts_with(c.key, ${attemptKey} || ':'))
         ORDER BY c.created_at DESC, c.id DESC LIMIT ${MAX_PRELOADED_STEP_COMMANDS + 1}) x),
-    'reads', json_build_object(${reads.join(', ')})) AS step_reads,`;
+    'reads', json_build_object(${reads.join(', ')}),
+    'known', ${claimKnownSql(now)}) AS step_reads,`;
   const source = `(SELECT * FROM workflows WHERE ${activeOfKey(key)})`;
   return `(SELECT to_json(x) FROM (${selectWorkflowFrom(source, stepReads)}) x)`;
 }

@@ -1,0 +1,102 @@
+import type { ModuleContext, SqlExecutor } from 'better-compute/core';
+import { expect, it } from 'vitest';
+import { type EngineLab, lab as labRecord } from '../support/engine-lab';
+import { workflowReconciler } from './direct-pass';
+
+// The engine's plain reads of a node's agent session and its site's connected agent, answered by the worker's claim
+// (it reads them with the workflow) for the transitions a pass plans right after it; once the pass ran a
+// control-plane step, it reads them again.
+
+// currentAgentSession's and connectedSiteAgents' statements.
+const SESSION_READS = /FROM agent_sessions WHERE node_id = \$1|FROM nodes n JOIN agent_sessions s/;
+
+/** `db` with the statements matching `pattern` counted. */
+function counting(db: SqlExecutor, pattern: RegExp): { sql: SqlExecutor; count: () => number } {
+  let count = 0;
+  const sql: SqlExecutor = {
+    query: (text, params) => {
+      if (pattern.test(text)) count += 1;
+      return db.query(text, params);
+    },
+    transaction: (fn) =>
+      db.transaction((tx) =>
+        fn({
+          query: (text, params) => {
+            if (pattern.test(text)) count += 1;
+            return tx.query(text, params);
+          },
+          transaction: (inner) => tx.transaction(inner),
+        }),
+      ),
+  };
+  return { sql, count: () => count };
+}
+
+/** One pass of the node's workflow as a worker's claim would run it (with its preload), on `sql`. */
+async function claimedPass(lab: EngineLab, sql: SqlExecutor): Promise<void> {
+  const build = workflowReconciler(lab).preload?.sql as (key: string, now: string) => string;
+  const { rows } = await lab.db.query<{ v: unknown }>(
+    `SELECT $2::timestamptz AS now, to_json(${build('$1::text', '$2::timestamptz')}) AS v`,
+    [lab.nodeId, lab.clock.now()],
+  );
+  const ctx: ModuleContext = { ...lab.compute.context, sql, preloaded: rows[0]?.v };
+  await workflowReconciler(lab)(lab.nodeId, ctx);
+}
+
+async function rejoinOf(lab: EngineLab, workflowId: string, stepId: string) {
+  const { rows } = await lab.db.query<{ state: string; rejoin: { bootId: string | null } | null }>(
+    'SELECT state, rejoin FROM workflow_steps WHERE workflow_id = $1 AND step_id = $2',
+    [workflowId, stepId],
+  );
+  return rows[0];
+}
+
+export function claimAnswerScenarios(getLab: () => EngineLab) {
+  it("a pass right after its claim sends a site step and a rejoin step, and sees the rejoin, without reading agents' sessions", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-claim-answers', steps: [{ use: 'lab.sitePing' }, { use: 'lab.reboot' }] });
+    const { sql, count } = counting(lab.db, SESSION_READS);
+
+    await claimedPass(lab, sql);
+    const { rows: sent } = await lab.db.query<{ node_id: string }>(
+      "SELECT node_id FROM commands WHERE workflow_id = $1 AND step_id = 'main.1'",
+      [id],
+    );
+    expect(sent).toEqual([{ node_id: lab.siteAgent.nodeId }]);
+
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.siteAgent.poll();
+    await claimedPass(lab, sql);
+    // The reboot's rejoin recorded the session the claim read: the node's boot before the reboot.
+    expect(await rejoinOf(lab, id, 'main.2')).toMatchObject({
+      state: 'waiting',
+      rejoin: { bootId: lab.nodeAgent.bootId },
+    });
+
+    await lab.nodeAgent.rejoin({ bootId: 'boot-after-reboot' });
+    await claimedPass(lab, sql);
+    expect(await rejoinOf(lab, id, 'main.2')).toMatchObject({ state: 'succeeded' });
+    expect((await lab.workflow(id)).state).toBe('succeeded');
+    expect(count()).toBe(0);
+  });
+
+  it('reads the session again once the pass ran a control-plane step: a reboot during the run is the one the rejoin waits past', async () => {
+    const lab = getLab();
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-claim-stale', steps: [{ use: 'lab.duringRun' }, { use: 'lab.reboot' }] });
+    // While the control-plane step runs, the node comes back with a new boot id: the claim's session is old news.
+    labRecord.duringRun = async () => {
+      await lab.nodeAgent.rejoin({ bootId: 'boot-during-run' });
+      return null;
+    };
+    const { sql, count } = counting(lab.db, SESSION_READS);
+    await claimedPass(lab, sql);
+    expect(await rejoinOf(lab, id, 'main.2')).toMatchObject({
+      state: 'waiting',
+      rejoin: { bootId: 'boot-during-run' },
+    });
+    expect(count()).toBeGreaterThan(0);
+  });
+}

@@ -122,11 +122,12 @@ function requeueAt(ctx: ModuleContext, at: number) {
  * (bumped by every change, the verbs' locks among them) is the one it planned from, the node's labels are those it
  * evaluated `when` on, and the worker holds its shard; a stale plan is read again and planned anew. A node step's
  * command is inserted by that same statement, and a pass that ends waiting on it requeues its own work item there
- * too, so the worker has nothing to record. A transition that needs to read (a site agent, a command, an agent
- * session, the host config) or to write beyond the workflow (cancel a command, set the host config,
- * a command with policies) runs in a transaction with the workflow row locked. A workflow's end carries its owner's
- * end write when the owner registered one (`WorkflowEndWrite`), instead of queuing the owner. Control-plane steps run between,
- * outside any transaction; the reconciler asks to be queued again at the next moment it cares about (a command poll, a
+ * too, so the worker has nothing to record. A transition that needs to read a command or the host config, or to
+ * write beyond the workflow (cancel a command, set the host config, a command with policies), runs in a transaction
+ * with the workflow row locked; a site agent, an agent's session and a driver target's fields are read before the
+ * statement, or taken from the claim right after it. A workflow's end carries its owner's end write when the owner
+ * registered one (`WorkflowEndWrite`), instead of queuing the owner. Control-plane steps run between, outside any
+ * transaction; the reconciler asks to be queued again at the next moment it cares about (a command poll, a
  * stepNotReady delay, a deadline). A succeeded workflow's `hostConfig` resolves against `configUnits` (the built-ins
  * by default).
  *

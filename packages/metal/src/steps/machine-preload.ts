@@ -61,7 +61,8 @@ export interface PreloadedLifecycle {
  * started, where a first command would go, the site's agents and their tenants, the machine's agent session, and the
  * node's version while `inspect.collect` runs), so a pass on a command's result goes from the claim to its next
  * command without a read; and the machine's lifecycle columns with its row's version, so the pass that ends the
- * workflow moves the machine in the same statement (`metalEndWrite`). Sessions are judged against the claim's now, as `currentAgentSession` would.
+ * workflow moves the machine in the same statement (`metalEndWrite`). Sessions are judged against the claim's now,
+ * as `currentAgentSession` would.
  *
  * @example
  * ```ts

@@ -87,8 +87,9 @@ export type Planned =
 
 /**
  * Plans from `snapshot` without a transaction: settles the ended run, then advances while nothing but plain reads
- * (see `PLAIN_READS`, answered by `claim` when it can) is needed (skips, the next control-plane step started, an agent step's command with the site
- * agent and driver fields it goes with, a rejoin looked at, the workflow finished).
+ * (see `PLAIN_READS`, answered by `claim` when it can) is needed (skips, the next control-plane step started, an
+ * agent step's command with the site agent and driver fields it goes with, a rejoin looked at, the workflow
+ * finished).
  *
  * @example
  * ```ts

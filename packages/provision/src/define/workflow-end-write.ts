@@ -1,7 +1,14 @@
 import { ComputeError, type Json, type ModuleContext, type NewEvent, type WorkRequest } from '@better-compute/core';
 import type { CommitChange } from '@better-compute/core/kernel';
 
-/** How a workflow ended, as its owner's end write is told (see {@link WorkflowEndWrite}). */
+/**
+ * How a workflow ended, as its owner's end write is told (see {@link WorkflowEndWrite}).
+ *
+ * @example
+ * ```ts
+ * const stage = async (end: WorkflowEnd) => (end.outcome === 'succeeded' ? writeOf(end.workflowId) : undefined);
+ * ```
+ */
 export interface WorkflowEnd {
   readonly workflowId: string;
   /** The workflow's key: its node id, or its own id for a workflow without a node. */
@@ -28,6 +35,12 @@ export interface WorkflowEnd {
  * lose to a crash). A write may start the key's next workflow (`ctx.workflows.stageStart`, its changes and wake): the
  * start's insert is guarded on the statement's gate, the update that ends the workflow, which therefore runs first,
  * and the node's one-active-workflow index sees the old one ended.
+ *
+ * @example
+ * ```ts
+ * const staged = await ctx.workflows!.stageStart!(ctx.sql, { tenantId, profileId: 'acme.next', nodeId, owner: 'acme' });
+ * const write: StagedEndWrite = { changes: staged!.changes, events: staged!.events, wake: staged!.wake };
+ * ```
  */
 export interface StagedEndWrite {
   readonly changes: readonly CommitChange[];

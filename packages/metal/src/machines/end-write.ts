@@ -1,10 +1,9 @@
 import type { ModuleContext } from '@better-compute/core';
 import type { WorkflowEnd, WorkflowEndWrite } from '@better-compute/provision';
-import type { HoldPoint } from '../lifecycle/decide';
-import { isPhaseState, type NodeState, type PhaseState } from '../lifecycle/states';
+import type { NodeState } from '../lifecycle/states';
 import { METAL_MACHINE_PRELOAD_ID, type PreloadedLifecycle } from '../steps/machine-preload';
 import { forgetUserData, type PhaseProfiles } from './apply-move';
-import type { DeployRequest } from './machine-rows';
+import { type DeployRequest, holdPointOf, phaseOf } from './machine-rows';
 import { METAL_WORK_KIND } from './reconciler';
 import { type EndingMachine, stageSucceededMove } from './staged-move';
 
@@ -24,15 +23,13 @@ function endingMachine(end: WorkflowEnd): { machine: EndingMachine; version: str
   }
   const l = lifecycle as Partial<PreloadedLifecycle>;
   if (l.workflowId !== end.workflowId || typeof l.version !== 'string' || typeof l.state !== 'string') return undefined;
-  const phase = typeof l.phase === 'string' && isPhaseState(l.phase as NodeState) ? (l.phase as PhaseState) : null;
-  const holdAfter = l.holdAfter === 'enrolling' || l.holdAfter === 'inspecting' ? (l.holdAfter as HoldPoint) : null;
   const machine: EndingMachine = {
     nodeId: end.nodeId,
     tenantId,
     state: l.state as NodeState,
-    phase,
+    phase: phaseOf(l.phase),
     enrolling: l.enrolling === true,
-    holdAfter,
+    holdAfter: holdPointOf(l.holdAfter),
     held: l.held === true,
     workflowId: end.workflowId,
     deployRequest: (l.deployRequest as DeployRequest | null | undefined) ?? null,

@@ -77,10 +77,18 @@ function asDate(value: unknown): Date {
   return value instanceof Date ? value : new Date(String(value));
 }
 
+/** A stored `phase`, or null when it is none (or not a phase state). */
+export function phaseOf(value: unknown): PhaseState | null {
+  return typeof value === 'string' && isPhaseState(value as NodeState) ? (value as PhaseState) : null;
+}
+
+/** A stored `hold_after`, or null when it is none. */
+export function holdPointOf(value: unknown): HoldPoint | null {
+  return value === 'enrolling' || value === 'inspecting' ? value : null;
+}
+
 /** Maps a row of {@link MACHINE_COLUMNS}. */
 export function toMachineRecord(r: Row): MachineRecord {
-  const phase = r.phase as string | null;
-  const holdAfter = r.hold_after as string | null;
   return {
     nodeId: r.node_id as string,
     tenantId: r.tenant_id as string,
@@ -88,9 +96,9 @@ export function toMachineRecord(r: Row): MachineRecord {
     pool: (r.pool as string | null) ?? null,
     name: (r.name as string | null) ?? null,
     state: r.provision_state as NodeState,
-    phase: phase !== null && isPhaseState(phase as NodeState) ? (phase as PhaseState) : null,
+    phase: phaseOf(r.phase),
     enrolling: r.enrolling === true,
-    holdAfter: holdAfter === 'enrolling' || holdAfter === 'inspecting' ? holdAfter : null,
+    holdAfter: holdPointOf(r.hold_after),
     held: r.held === true,
     workflowId: (r.workflow_id as string | null) ?? null,
     lastError: (r.last_error as MachineError | null) ?? null,

@@ -1,4 +1,10 @@
-import { isComputeError, type ModuleContext, type NewEvent, type WorkRequest } from '@better-compute/core';
+import {
+  isComputeError,
+  type ModuleContext,
+  type NewEvent,
+  type StagedStart,
+  type WorkRequest,
+} from '@better-compute/core';
 import type { CommitChange } from '@better-compute/core/kernel';
 import { decideWorkflowEnd } from '../lifecycle/decide';
 import { moveWrite, type PhaseProfiles, startOfMove } from './apply-move';
@@ -41,7 +47,7 @@ export async function stageSucceededMove(
   if (ctx.quorum?.enabled()) return undefined;
   const move = decideWorkflowEnd(snapshotOf(machine), 'succeeded');
   if (!move) return undefined;
-  let staged: Awaited<ReturnType<NonNullable<NonNullable<ModuleContext['workflows']>['stageStart']>>>;
+  let staged: StagedStart | undefined;
   try {
     const start = startOfMove(profiles, machine, move);
     if (start) {

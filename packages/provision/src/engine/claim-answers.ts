@@ -44,9 +44,8 @@ export function claimAnswersOf(snapshot: LoadedWorkflow | null | undefined): Cla
 export function answerFromClaim(env: EngineEnv, answers: ClaimAnswers, need: Need): Known | undefined {
   switch (need.kind) {
     case 'site-agent': {
-      if (need.nodeId !== answers.nodeId || (need.siteId ?? null) !== answers.siteId || need.siteId === undefined) {
+      if (need.siteId === undefined || need.nodeId !== answers.nodeId || need.siteId !== answers.siteId)
         return undefined;
-      }
       if (answers.siteId === null) return { siteAgent: null };
       const { siteAgentId } = answers.known;
       return { siteAgent: siteAgentId === null ? null : { nodeId: siteAgentId } };

@@ -191,7 +191,7 @@ function toClaimKnown(raw: unknown): ClaimKnown | undefined {
   const { siteAgentId, session } = raw as { siteAgentId?: unknown; session?: unknown };
   if (siteAgentId !== null && typeof siteAgentId !== 'string') return undefined;
   if (session === null) return { siteAgentId, session: null };
-  if (typeof session !== 'object' || session === undefined) return undefined;
+  if (typeof session !== 'object') return undefined;
   const { bootId, role } = session as { bootId?: unknown; role?: unknown };
   const text = (value: unknown) => (typeof value === 'string' ? value : null);
   return { siteAgentId, session: { bootId: text(bootId), role: text(role) } };

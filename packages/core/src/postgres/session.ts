@@ -1,7 +1,7 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { ComputeError } from '../errors';
 import type { Notification, NotificationHandler, QueryResult, Row, SqlDatabase, SqlExecutor } from '../sql/executor';
-import { NOTIFY_SQL, notificationParams } from '../sql/notifications';
+import { NOTIFY_ALONE_SQL, notificationParams } from '../sql/notifications';
 import { SqlError, toSqlError } from '../sql/sql-error';
 
 type AnySql = Sql | TransactionSql;
@@ -210,15 +210,19 @@ export class PostgresSession implements SqlDatabase {
   }
 
   /**
-   * Sends the notifications at once, in a transaction of their own: it writes no WAL, so it holds PostgreSQL's
-   * notification lock only for as long as queueing them takes (a writing transaction that notifies holds it through
-   * its commit's flush, which serialises every such commit). Resolves without waiting for the answer: what they
+   * Sends the notifications at once, in a transaction of their own committed without waiting for its WAL flush, so it
+   * holds PostgreSQL's notification lock only for as long as queueing them takes (a transaction that notifies holds
+   * that lock through its commit; PostgreSQL 15 gives even a notification-only one a transaction id and a commit
+   * record to flush). Nothing is lost by not waiting: a notification is gone with a crash either way, and what it
+   * announces was committed, durably, before. Resolves without waiting for the answer: what they
    * announce is committed already, so the caller goes on (a reconciler's next statement, an agent's reply) while they
    * travel. A failure is dropped: it is not the caller's, and every waiter also looks on a timer.
    */
   notifyAfterCommit(notifications: readonly Notification[]): Promise<void> {
     if (notifications.length > 0 && !this.#closed) {
-      void runQuery(this.client, NOTIFY_SQL, notificationParams(notifications), this.limits).catch(() => undefined);
+      void runQuery(this.client, NOTIFY_ALONE_SQL, notificationParams(notifications), this.limits).catch(
+        () => undefined,
+      );
     }
     return Promise.resolve();
   }

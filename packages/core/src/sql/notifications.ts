@@ -5,13 +5,27 @@ export const NOTIFY_SQL =
   'SELECT count(pg_notify(n.channel, n.payload))::int AS sent FROM unnest($1::text[], $2::text[]) AS n (channel, payload)';
 
 /**
+ * {@link NOTIFY_SQL} as a transaction of its own whose commit does not wait for its WAL flush
+ * (`synchronous_commit` off for that transaction only): never for a statement inside a transaction that writes, whose
+ * commit it would make asynchronous too.
+ *
+ * @example
+ * ```ts
+ * void client.unsafe(NOTIFY_ALONE_SQL, notificationParams(notifications));
+ * ```
+ */
+export const NOTIFY_ALONE_SQL = `WITH relaxed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
+  SELECT count(pg_notify(n.channel, n.payload))::int AS sent FROM relaxed, unnest($1::text[], $2::text[]) AS n (channel, payload)`;
+
+/**
  * Sends `notifications` once what `sql` wrote is committed: through the executor's own `notifyAfterCommit` when it has
  * one (PostgreSQL's handles: after the outermost COMMIT, in a statement of their own), else by `pg_notify` through
  * `sql` itself, which PostgreSQL delivers when the surrounding transaction commits (or at once outside one).
  *
  * Why not `pg_notify` inside the writing statement: PostgreSQL serialises the commits of every transaction that
  * notifies (one cluster-wide lock, held through the commit's WAL flush), so writes that notify cannot share a flush.
- * A transaction that only notifies writes no WAL and holds that lock for microseconds.
+ * A transaction that only notifies, committed without waiting for its flush (PostgreSQL's handles send
+ * {@link NOTIFY_ALONE_SQL}), holds that lock for microseconds.
  *
  * A wake-up is never what correctness rests on (every waiter also looks on a timer), so a process that stops between a
  * commit and its notifications only delays whoever waited.

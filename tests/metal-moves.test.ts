@@ -85,6 +85,9 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     const startsAndMoves = statements.filter(START_AND_MOVE);
     expect(startsAndMoves).toHaveLength(2);
     expect(startsAndMoves.every(ENDS_WORKFLOW)).toBe(true);
+    // The next phase's workflow goes on in the same pass: its ramdisk's first commands (boot device, boot entries,
+    // power cycle) are sent by that statement too, with no claim or statement of its own before them.
+    expect(startsAndMoves.every((text) => /INSERT INTO commands/.test(text))).toBe(true);
     expect(statements.filter((text) => LOCKED_READ.test(text))).toEqual([]);
     const toAvailable = statements.filter(
       (text) => /UPDATE metal_machines SET phase/.test(text) && !/INSERT INTO workflows/.test(text),

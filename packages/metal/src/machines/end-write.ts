@@ -66,6 +66,8 @@ export function metalEndWrite(profiles: PhaseProfiles): WorkflowEndWrite {
         changes: staged.changes,
         events: staged.events,
         ...(staged.wake ? { wake: staged.wake } : {}),
+        // The engine may start the next phase's workflow in this statement too: its ramdisk's first commands with it.
+        ...(staged.start ? { next: staged.start } : {}),
         ...(forgotten ? { afterCommit: () => forgetUserData(ctx, forgotten) } : {}),
       };
     },

@@ -21,6 +21,8 @@ export interface StagedMove {
   changes: [CommitChange, ...CommitChange[]];
   events: NewEvent[];
   wake?: WorkRequest;
+  /** The next phase's workflow as `ctx.workflows.stageStart` staged it (its changes, events and wake are above). */
+  start?: StagedStart;
   /** The user data secret of the deploy request the move lets go, to delete once the statement committed. */
   forgotten?: string;
 }
@@ -62,7 +64,7 @@ export async function stageSucceededMove(
   return {
     changes: staged ? [...staged.changes, ...write.changes] : write.changes,
     events: [...(staged?.events ?? []), write.event],
-    ...(staged ? { wake: staged.wake } : {}),
+    ...(staged ? { wake: staged.wake, start: staged } : {}),
     ...(write.forgottenUserDataRef ? { forgotten: write.forgottenUserDataRef } : {}),
   };
 }

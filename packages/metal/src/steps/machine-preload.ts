@@ -1,7 +1,7 @@
 import type { Json, Labels } from '@better-compute/core';
 import { connectedSiteAgentAtSql, DEFAULT_SESSION_STALE_AFTER_MS } from '@better-compute/core/kernel';
 import { nodeColumnSql } from '@better-compute/core/nodes';
-import type { StepContext, WorkflowPreload } from '@better-compute/provision';
+import type { FollowingWorkflow, StepContext, WorkflowPreload } from '@better-compute/provision';
 
 /**
  * The id of metal's workflow preload: what its steps' runs find in `ctx.preloads.reads`.
@@ -95,6 +95,17 @@ export const metalMachinePreload: WorkflowPreload = Object.freeze({
         'phase', m.phase, 'enrolling', m.enrolling, 'holdAfter', m.hold_after, 'held', m.held,
         'workflowId', m.workflow_id, 'deployRequest', m.deploy_request, 'version', m.xmin::text))
     FROM metal_machines m WHERE m.node_id = ${workflow}.node_id)`;
+  },
+  // The next phase's workflow, started by metal's end write in the statement that ends this one: the machine, its
+  // site and session as the claim read them (that statement changes none of them), that workflow's drivers and start;
+  // no inventory base (only `inspect.collect`'s run has one) and no lifecycle (the statement moves it), so an end of
+  // that workflow in the same pass is left to the reconciler.
+  following: (value: Json, next: FollowingWorkflow): Json | undefined => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    const { lifecycle: _moved, ...machine } = value as Record<string, Json>;
+    if (machine.nodeId !== next.nodeId) return undefined;
+    const drivers = (next.document as { drivers?: Json }).drivers ?? null;
+    return { ...machine, drivers, workflowStartedAt: next.startedAt.toISOString(), node: null };
   },
 });
 

@@ -146,6 +146,29 @@ export interface WorkflowPreload {
   readonly extension: 'workflow-preload';
   readonly id: string;
   sql(refs: { readonly workflow: string; readonly now: string }): string;
+  /**
+   * This preload's value for the key's next workflow, which an owner's end write starts in the statement that ends
+   * the workflow the claim read (see `StagedEndWrite.next`), from the value the claim read (`value`): what a claim of
+   * `next` would read at its start, as far as the pass's own writes let it know, or undefined when it cannot say. The
+   * engine takes the next workflow's first transitions in the same pass only when every preload the claim read says.
+   * Must not read or write.
+   *
+   * @example
+   * ```ts
+   * following: (value, next) => ({ ...(value as object), drivers: next.document.drivers ?? null }),
+   * ```
+   */
+  following?(value: Json, next: FollowingWorkflow): Json | undefined;
+}
+
+/** The workflow an end write starts, as {@link WorkflowPreload.following} is told it. */
+export interface FollowingWorkflow {
+  readonly workflowId: string;
+  readonly nodeId: string | null;
+  /** The profile version the workflow runs, as it is pinned in its row. */
+  readonly document: Profile;
+  /** When its first transitions start it. */
+  readonly startedAt: Date;
 }
 
 /**
@@ -198,6 +221,11 @@ export function workflowPreloadsOf(
       if (typeof sample !== 'string' || sample.trim() === '') {
         throw new ComputeError('INVALID_CONFIG', `workflow preload ${id}: sql must return an SQL expression`, {
           details: { path: [...path, 'sql'] },
+        });
+      }
+      if (candidate.following !== undefined && typeof candidate.following !== 'function') {
+        throw new ComputeError('INVALID_CONFIG', `workflow preload ${id}: following must be a function`, {
+          details: { path: [...path, 'following'] },
         });
       }
       byId.set(id, candidate as WorkflowPreload);

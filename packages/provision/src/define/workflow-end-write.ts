@@ -1,4 +1,11 @@
-import { ComputeError, type Json, type ModuleContext, type NewEvent, type WorkRequest } from '@better-compute/core';
+import {
+  ComputeError,
+  type Json,
+  type ModuleContext,
+  type NewEvent,
+  type StagedStart,
+  type WorkRequest,
+} from '@better-compute/core';
 import type { CommitChange } from '@better-compute/core/kernel';
 
 /**
@@ -46,6 +53,14 @@ export interface StagedEndWrite {
   readonly changes: readonly CommitChange[];
   readonly events?: readonly NewEvent[];
   readonly wake?: WorkRequest;
+  /**
+   * The key's next workflow, when this write starts it: `ctx.workflows.stageStart`'s result as it came, its changes,
+   * events and wake among this write's. The engine may then take that workflow's first transitions in the same pass
+   * and write them with this statement (a first step that relays commands: its start and its sends), instead of
+   * leaving them to the workflow's own claim; it does when every workflow preload the claim read says what it would
+   * read for that workflow (`WorkflowPreload.following`). Without it, or when it cannot, the start is written as staged.
+   */
+  readonly next?: StagedStart;
   afterCommit?(): Promise<void>;
 }
 

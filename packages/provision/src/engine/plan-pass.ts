@@ -1,4 +1,4 @@
-import type { WorkflowEnd } from '../define/workflow-end-write';
+import type { StagedEndWrite, WorkflowEnd } from '../define/workflow-end-write';
 import { advanceWorkflow } from './advance';
 import { answerFromClaim, type ClaimAnswers } from './claim-answers';
 import { commitPlan, needsTransaction, readNeed } from './commit-plan';
@@ -226,7 +226,7 @@ export async function writePass(
   now: Date,
   requeue: Date | undefined,
   done = false,
-  endWrite?: { reads: WorkflowEnd['reads'] },
+  endWrite?: { reads: WorkflowEnd['reads'] } | { staged: StagedEndWrite | undefined },
 ): Promise<PassWrite & { stageCommands: boolean }> {
   let inTransaction = planned.kind === 'needs-transaction' ? planned : undefined;
   let stageCommands = true;
@@ -242,7 +242,13 @@ export async function writePass(
         stageCommands,
       };
     }
-    const end = endWrite ? await stageEndWrite(env, planned.plan, endWrite.reads, now) : undefined;
+    // Staged by the pass already (when it looked at chaining the next workflow's start), or here.
+    const end =
+      endWrite && 'staged' in endWrite
+        ? endWrite.staged
+        : endWrite
+          ? await stageEndWrite(env, planned.plan, endWrite.reads, now)
+          : undefined;
     // The workflow the end write starts may be the pass's own item (a node's next workflow has the node's key): the
     // statement requeues that item for now instead of deleting it, and the pass's worker claims it again.
     const item = env.ctx.item;

@@ -4,10 +4,12 @@ import { BUILTIN_CONFIG_UNIT_REGISTRY } from '../config-units/registry';
 import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
 import type { WorkflowEndWrite } from '../define/workflow-end-write';
+import { chainNextStart } from './chained-start';
 import { claimAnswersOf } from './claim-answers';
 import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
+import { stageEndWrite } from './end-write';
 import { isEmptyPlan } from './plan';
 import { type EndedRun, type Planned, planPass, writePass } from './plan-pass';
 import { RunGate, type StartWriter } from './run-gate';
@@ -145,7 +147,7 @@ export function workflowReconciler(
 ): Reconciler {
   const transient = new TransientBackoff();
   const reconcile = async (key: string, ctx: ModuleContext) => {
-    const env: EngineEnv = { ctx, steps, configUnits, driverTargets, endWrites };
+    const env: EngineEnv = { ctx, steps, configUnits, driverTargets, endWrites, workflowPreloads };
     // What this pass last read or wrote of the key's active workflow (first what the claim preloaded, if it did);
     // undefined when it must read it again, null when there is none.
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
@@ -224,9 +226,37 @@ export function workflowReconciler(
       const requeue = ownItem ? waits : undefined;
       // A pass that ends idle (the workflow ended, say) deletes its own item with its last statement.
       const done = ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle';
+      const endReads = reads?.stepReads.reads ?? {};
+      let endWrite: Parameters<typeof writePass>[6] = endWriteRefused ? undefined : { reads: endReads };
+      if (!endWriteRefused && ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle') {
+        // The end write staged here, so the next workflow it starts on this key can go on in this pass.
+        const end = await stageEndWrite(env, planned.plan, endReads, now);
+        const chained = end && (await chainNextStart(env, planned, snapshot, end, endReads, now, claim));
+        if (chained) {
+          const gate = new RunGate(ctx, chained.writer);
+          reads = { stepReads: { commands: [], reads: chained.reads }, running: new Map() };
+          const ended = await runStep(chained.request, gate, ownItem);
+          const started = gate.started;
+          if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
+            if (ended.kind === 'return' && started === undefined) return ended.value;
+            // Nothing was written: the workflow is read again and ended without the end write (the owner queued).
+            endWriteRefused = true;
+            snapshot = undefined;
+            if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
+            transitions += 1;
+            continue;
+          }
+          snapshot = chained.next;
+          snapshot.workflow.revision = started.revision;
+          transitions += Math.max(1, chained.transitions);
+          if (ended.kind === 'return') return ended.value;
+          run = ended.run;
+          continue;
+        }
+        endWrite = { staged: end };
+      }
       let written: Awaited<ReturnType<typeof writePass>>;
       try {
-        const endWrite = endWriteRefused ? undefined : { reads: reads?.stepReads.reads ?? {} };
         written = await writePass(env, planned, snapshot.workflow.revision, now, requeue, done, endWrite);
       } catch (error) {
         snapshot = undefined;

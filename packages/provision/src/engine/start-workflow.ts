@@ -24,8 +24,10 @@ import {
 } from '../profiles/profile-store';
 import { WORKFLOW_WORK_KIND } from './constants';
 import { workflowEvent } from './events';
-import { type ExpandedStep, expandProfile } from './expand';
+import { expandProfile } from './expand';
+import { insertStepsSql, pendingWorkflow, registerStartSeed, type StartSeed, stepRecords } from './start-seed';
 import type { StepRegistry } from './step-registry';
+import type { LoadedWorkflow, WorkflowRecord } from './workflow-rows';
 
 /** What the engine resolves steps, profiles and config units from: the provision module's registry. */
 export interface Engine {
@@ -84,32 +86,6 @@ function checkStart(
 }
 
 // Rows go in as one statement whatever the profile's length.
-const insertStepsSql = (workflowId: string, now: string, records: string) => `
-INSERT INTO workflow_steps (workflow_id, step_id, position, phase, parent_step_id, action, resolution, runs_on, spec,
-  timeout_ms, retries, on_failure, await, command_kind, state, attempt, attempt_base, updated_at)
-SELECT ${workflowId}, x.step_id, x.position, x.phase, x.parent_step_id, x.action, x.resolution, x.runs_on, x.spec,
-  x.timeout_ms, x.retries, x.on_failure, x.await, x.command_kind, 'pending', 0, 0, ${now}
-FROM jsonb_to_recordset(${records}::jsonb) AS x(step_id text, position int, phase text, parent_step_id text, action text,
-  resolution text, runs_on text, spec jsonb, timeout_ms bigint, retries int, on_failure text, await text, command_kind text)`;
-
-function stepRecords(steps: readonly ExpandedStep[]) {
-  return steps.map((s) => ({
-    step_id: s.stepId,
-    position: s.position,
-    phase: s.phase,
-    parent_step_id: s.parentStepId,
-    action: s.action,
-    resolution: s.resolution,
-    runs_on: s.runsOn,
-    spec: s.spec,
-    timeout_ms: s.timeoutMs,
-    retries: s.retries,
-    on_failure: s.onFailure,
-    await: s.awaitRejoin ? 'rejoin' : null,
-    command_kind: s.commandKind,
-  }));
-}
-
 async function requireNode(tx: SqlExecutor, input: StartWorkflowInput): Promise<void> {
   if (input.nodeId !== undefined && !(await getNode(tx, input.nodeId, { tenantId: input.tenantId }))) {
     throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });
@@ -123,6 +99,7 @@ interface PreparedStart {
   events: NewEvent[];
   wake: WorkRequest;
   now: Date;
+  seed: StartSeed;
 }
 
 /**
@@ -178,16 +155,20 @@ async function prepareStart(
     if (heldBatch !== undefined) text(heldBatch, ['batchFor'], true);
   }
   const created = { id, tenantId: input.tenantId, nodeId: input.nodeId ?? null, profileId: found.profile.id };
-  const changes: [CommitChange, ...CommitChange[]] = [
+  // `started`: the workflow after its first transitions, to insert as it is then (see `StartSeed`).
+  const changesFor = (started?: LoadedWorkflow): [CommitChange, ...CommitChange[]] => [
     {
       name: 'wf',
       sql: ({ bind, guard }) => `INSERT INTO workflows (id, tenant_id, node_id, instance_id, key, profile_id,
-          profile_version, profile_tenant_id, document, state, owner, command_kinds, batch_id, created_at, updated_at)
+          profile_version, profile_tenant_id, document, state, owner, command_kinds, batch_id, started_at, revision,
+          created_at, updated_at)
         SELECT ${bind(id)}, t.tenant_id, ${bind(input.nodeId ?? null)}::text, ${bind(input.instanceId ?? null)}::text,
           ${bind(key)}, ${bind(found.profile.id)}, ${bind(found.profile.version)}::int, ${bind(found.tenantId)},
-          ${bind(JSON.stringify(found.profile))}::jsonb, ${bind(heldBatch === undefined ? 'pending' : 'paused')},
+          ${bind(JSON.stringify(found.profile))}::jsonb,
+          ${bind(started?.workflow.state ?? (heldBatch === undefined ? 'pending' : 'paused'))},
           ${bind(input.owner ?? null)}::text, ${bind(JSON.stringify(expansion.commandKinds))}::jsonb,
-          ${bind(heldBatch ?? input.batchId ?? null)}::text, t.at, t.at
+          ${bind(heldBatch ?? input.batchId ?? null)}::text, ${bind(started?.workflow.startedAt ?? null)}::timestamptz,
+          ${bind(started?.workflow.revision ?? 0)}::bigint, t.at, t.at
         FROM (SELECT ${bind(input.tenantId)}::text AS tenant_id, ${bind(now)}::timestamptz AS at) t
         WHERE ${guard}${
           input.nodeId === undefined
@@ -207,17 +188,22 @@ async function prepareStart(
     },
     {
       name: 'wf_steps',
-      sql: ({ bind, guard }) =>
-        `${insertStepsSql(bind(id), `${bind(now)}::timestamptz`, bind(JSON.stringify(stepRecords(expansion.steps))))} WHERE ${guard}`,
+      sql: ({ bind, guard }) => {
+        const records = JSON.stringify(stepRecords(expansion.steps, started?.steps));
+        return `${insertStepsSql(bind(id), `${bind(now)}::timestamptz`, bind(records))} WHERE ${guard}`;
+      },
     },
   ];
+  const pending = (node: WorkflowRecord['node']) =>
+    pendingWorkflow({ id, key, input, found, commandKinds: expansion.commandKinds, steps: expansion.steps, now, node });
   return {
     id,
     found,
-    changes,
+    changes: changesFor(),
     events: [workflowEvent({ ...created, profileVersion: found.profile.version }, 'workflow.created')],
     wake: { kind: WORKFLOW_WORK_KIND, key },
     now,
+    seed: { pending, startedAs: changesFor },
   };
 }
 
@@ -290,5 +276,12 @@ export async function stageStartWorkflow(
   if (input.batchFor) return undefined;
   const prepared = await prepareStart(sql, ctx, engine, input, { shippedUnread: true });
   if (prepared.found.tenantId !== BUILTIN_TENANT && !prepared.found.used) return undefined;
-  return { id: prepared.id, changes: prepared.changes, events: prepared.events, wake: prepared.wake };
+  const staged: StagedStart = {
+    id: prepared.id,
+    changes: prepared.changes,
+    events: prepared.events,
+    wake: prepared.wake,
+  };
+  registerStartSeed(staged, prepared.seed);
+  return staged;
 }

@@ -1,7 +1,7 @@
 import type { Json, ModuleContext } from '@better-compute/core';
 import { addMs } from '@better-compute/core/kernel';
 import type { ConfigUnitRegistry } from '../config-units/types';
-import type { DriverTarget } from '../define/types';
+import type { DriverTarget, WorkflowPreload } from '../define/types';
 import type { WorkflowEndWrite } from '../define/workflow-end-write';
 import type { WorkflowState } from './constants';
 import { stepEventData } from './events';
@@ -21,6 +21,8 @@ export interface EngineEnv {
   driverTargets?: readonly DriverTarget[];
   /** Owners' end writes, by owner: written with the statement that ends a workflow of theirs. */
   endWrites?: ReadonlyMap<string, WorkflowEndWrite>;
+  /** Modules' workflow preloads: what the claim reads for the runs, and says of a workflow an end write starts. */
+  workflowPreloads?: readonly WorkflowPreload[];
 }
 
 /**

@@ -162,6 +162,7 @@ export function workflowReconciler(
     // Off for the rest of the pass once a statement with an owner's end write was stale: its requires may be what
     // failed, and the workflow's end must not wait on them (the owner is queued instead).
     let endWriteRefused = false;
+    const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
     // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
     // start found the workflow changed: nothing of the run was written).
     const runStep = async (request: RunRequest, gate: RunGate, ownItem: boolean): Promise<RunEnd> => {
@@ -189,6 +190,33 @@ export function workflowReconciler(
       const ended = typeof sent === 'object' && outcome.kind === 'succeeded' ? refusedRun(sent.refused) : outcome;
       return { kind: 'settle', run: { request, outcome: ended } };
     };
+    // A step whose start waits for its run (see RunGate): the start is written by the run's first write, or with its
+    // held send and requeue. Superseded when the start found the workflow changed: as a stale plan (below), the ended
+    // run before it is settled against the workflow as it is now. Else the pass goes on from the step's start, unless
+    // it ends here (`value`).
+    const runDeferred = async (start: {
+      request: RunRequest;
+      writer: StartWriter;
+      next: LoadedWorkflow;
+      transitions: number;
+    }): Promise<{ value: ReconcileResult | undefined } | 'superseded' | 'started'> => {
+      const gate = new RunGate(ctx, start.writer);
+      const ended = await runStep(start.request, gate, ownItem);
+      const started = gate.started;
+      if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
+        if (ended.kind === 'return' && started === undefined) return { value: ended.value };
+        snapshot = undefined;
+        if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
+        transitions += 1;
+        return 'superseded';
+      }
+      snapshot = start.next;
+      snapshot.workflow.revision = started.revision;
+      transitions += Math.max(1, start.transitions);
+      if (ended.kind === 'return') return { value: ended.value };
+      run = ended.run;
+      return 'started';
+    };
     while (transitions < MAX_TRANSITIONS_PER_PASS) {
       if (snapshot === undefined) {
         reads = undefined;
@@ -199,26 +227,10 @@ export function workflowReconciler(
       const now = ctx.clock.now();
       const budget = MAX_TRANSITIONS_PER_PASS - transitions;
       const planned = await planPass(env, snapshot, run, budget, now, stageCommands, claim);
-      const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
       const deferred = deferredStart(env, planned, snapshot.workflow.revision, now);
       if (deferred) {
-        // The step's start is written by the run's first write, or with its held send and requeue (see RunGate).
-        const gate = new RunGate(ctx, deferred.writer);
-        const ended = await runStep(deferred.request, gate, ownItem);
-        const started = gate.started;
-        if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
-          if (ended.kind === 'return' && started === undefined) return ended.value;
-          // As a stale plan (below): the ended run before it is settled against the workflow as it is now.
-          snapshot = undefined;
-          if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
-          transitions += 1;
-          continue;
-        }
-        snapshot = deferred.next;
-        snapshot.workflow.revision = started.revision;
-        transitions += Math.max(1, deferred.transitions);
-        if (ended.kind === 'return') return ended.value;
-        run = ended.run;
+        const ran = await runDeferred(deferred);
+        if (typeof ran === 'object') return ran.value;
         continue;
       }
       // A pass that ends waiting writes its own requeue with the transition (one statement fewer per agent step).
@@ -233,24 +245,11 @@ export function workflowReconciler(
         const end = await stageEndWrite(env, planned.plan, endReads, now);
         const chained = end && (await chainNextStart(env, planned, snapshot, end, endReads, now, claim));
         if (chained) {
-          const gate = new RunGate(ctx, chained.writer);
           reads = { stepReads: { commands: [], reads: chained.reads }, running: new Map() };
-          const ended = await runStep(chained.request, gate, ownItem);
-          const started = gate.started;
-          if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
-            if (ended.kind === 'return' && started === undefined) return ended.value;
-            // Nothing was written: the workflow is read again and ended without the end write (the owner queued).
-            endWriteRefused = true;
-            snapshot = undefined;
-            if (run?.outcome.kind === 'succeeded' && run.outcome.with) run = undefined;
-            transitions += 1;
-            continue;
-          }
-          snapshot = chained.next;
-          snapshot.workflow.revision = started.revision;
-          transitions += Math.max(1, chained.transitions);
-          if (ended.kind === 'return') return ended.value;
-          run = ended.run;
+          const ran = await runDeferred(chained);
+          if (typeof ran === 'object') return ran.value;
+          // Superseded, nothing was written: the workflow is read again and ended without the end write.
+          if (ran === 'superseded') endWriteRefused = true;
           continue;
         }
         endWrite = { staged: end };

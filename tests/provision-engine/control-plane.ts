@@ -32,6 +32,10 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
       { batchId: 'bat_1' },
     );
     await lab.settle();
+    const { rows } = await lab.db.query<{ started_at: Date | string }>(
+      'SELECT started_at FROM workflows WHERE id = $1',
+      [id],
+    );
     expect(record.contexts[0]).toEqual({
       workflowId: id,
       stepId: 'main.2',
@@ -42,6 +46,13 @@ export function controlPlaneScenarios(getLab: () => EngineLab) {
       batchId: 'bat_1',
       signalAborted: false,
       inside: 1,
+      // The workflow as its row has it: the pinned profile, no owner, its start.
+      workflow: {
+        profile: 'lab-ctx@1',
+        steps: 2,
+        owner: null,
+        startedAt: new Date(rows[0]?.started_at as string).toISOString(),
+      },
     });
   });
 

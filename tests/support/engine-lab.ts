@@ -207,6 +207,12 @@ export const labSteps = [
         batchId: ctx.batchId ?? null,
         signalAborted: ctx.signal.aborted,
         inside,
+        workflow: {
+          profile: `${ctx.workflow.profile.id}@${ctx.workflow.profile.version}`,
+          steps: ctx.workflow.profile.steps?.length ?? 0,
+          owner: ctx.workflow.owner,
+          startedAt: ctx.workflow.startedAt.toISOString(),
+        },
       });
       return { port: input.port };
     },

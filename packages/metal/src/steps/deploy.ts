@@ -10,18 +10,13 @@ import {
   type StepContext,
   stepCommandKey,
 } from '@better-compute/provision';
+import { preloadedMachine } from './machine-preload';
 import { machineForStep, RELAYED_COMMAND_POLL_MS, relayed } from './relay';
 
 /** What `deploy.deploy` is built with. */
 export interface DeployStepOptions {
   /** Checks the image's stored signature again when it is resolved (a revoked signer no longer deploys). */
   imageVerifier?: ImageVerifier;
-}
-
-interface DeployInputsRow {
-  profile_image: unknown;
-  user_data_kind: unknown;
-  deploy_request: { image?: unknown; userDataRef?: unknown } | null;
 }
 
 /** What the workflow's deploy asked for, and what its pinned profile says. */
@@ -37,26 +32,34 @@ interface DeployInputs {
 
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
+type DeployRequestFields = { image?: unknown; userDataRef?: unknown };
+
 /**
- * Reads the workflow's pinned profile (its `image`, its `userData.kind`) and, when metal started the workflow
- * (`owner: 'metal'`: a deploy, or its recover), the machine's deploy request, in one statement. A workflow someone else
- * started on the machine never picks up a deploy request's image or user data.
+ * The workflow's pinned profile (its `image`, its `userData.kind`, from the step's context) and, when metal started
+ * the workflow (`owner: 'metal'`: a deploy, or its recover), the machine's deploy request: as the claim read it with
+ * the machine, else read. A workflow someone else started on the machine never picks up a deploy request's image or
+ * user data.
  */
 async function deployInputs(ctx: StepContext, nodeId: string): Promise<DeployInputs> {
-  const { rows } = await ctx.sql.query<DeployInputsRow>(
-    `SELECT w.document->>'image' AS profile_image, w.document->'userData'->>'kind' AS user_data_kind,
-            CASE WHEN w.owner = 'metal' THEN m.deploy_request END AS deploy_request
-     FROM workflows w LEFT JOIN metal_machines m ON m.node_id = $1
-     WHERE w.id = $2`,
-    [nodeId, ctx.workflowId],
-  );
-  const row = rows[0];
-  const request = row?.deploy_request && typeof row.deploy_request === 'object' ? row.deploy_request : undefined;
+  const profile = ctx.workflow.profile as { image?: unknown; userData?: { kind?: unknown } };
+  let request: DeployRequestFields | undefined;
+  if (ctx.workflow.owner === 'metal') {
+    const preloaded = preloadedMachine(ctx, nodeId)?.lifecycle;
+    const stored = preloaded
+      ? preloaded.deployRequest
+      : (
+          await ctx.sql.query<{ deploy_request: unknown }>(
+            'SELECT deploy_request FROM metal_machines WHERE node_id = $1',
+            [nodeId],
+          )
+        ).rows[0]?.deploy_request;
+    if (stored && typeof stored === 'object' && !Array.isArray(stored)) request = stored as DeployRequestFields;
+  }
   return {
     requestImage: text(request?.image),
     requestUserDataRef: text(request?.userDataRef),
-    profileImage: text(row?.profile_image),
-    userDataKind: text(row?.user_data_kind),
+    profileImage: text(profile.image),
+    userDataKind: text(profile.userData?.kind),
   };
 }
 

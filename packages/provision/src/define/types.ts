@@ -62,6 +62,11 @@ export interface ProfileStep {
  */
 export interface StepContext extends ModuleContext {
   readonly workflowId: string;
+  /**
+   * The workflow as the engine holds it (our addition to the page's table): the profile version it pinned, its owner,
+   * when it started. A step that needs its profile's fields or its start reads them here, not from the workflow row.
+   */
+  readonly workflow: StepWorkflow;
   /** The step's id within the workflow: `main.3`, `main.3.on-failure`, `cleanup.1`. */
   readonly stepId: string;
   /** 0 on the first attempt, then 1, 2, … on retries. */
@@ -100,6 +105,23 @@ export interface StepContext extends ModuleContext {
    * ```
    */
   writeWithResult?(write: StagedWrite): void;
+}
+
+/**
+ * The workflow a step runs in, as its context gives it (see {@link StepContext}).
+ *
+ * @example
+ * ```ts
+ * const image = ctx.workflow.profile.image; // the pinned profile's image, with no read
+ * ```
+ */
+export interface StepWorkflow {
+  /** The profile version the workflow pinned at its start, as stored in its row. */
+  readonly profile: Profile;
+  /** Who started it to hear of its end (`metal` for the lifecycle's workflows), null for none. */
+  readonly owner: string | null;
+  /** When its first transition started it. */
+  readonly startedAt: Date;
 }
 
 /**

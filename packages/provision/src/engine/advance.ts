@@ -60,6 +60,11 @@ function runRequestOf(workflow: WorkflowRecord, step: StepRecord): RunRequest {
     spec: step.spec,
     node: node ? { id: node.id, siteId: node.siteId, ...(node.poolId ? { poolId: node.poolId } : {}) } : undefined,
     batchId: workflow.batchId ?? undefined,
+    workflow: {
+      profile: workflow.document,
+      owner: workflow.owner,
+      startedAt: workflow.startedAt ?? workflow.createdAt,
+    },
   };
 }
 

@@ -1,4 +1,4 @@
-import type { ProfileStep } from '../define/types';
+import type { ProfileStep, StepWorkflow } from '../define/types';
 
 /** A control-plane step to run outside any transaction, with what its context needs. */
 export interface RunRequest {
@@ -13,6 +13,8 @@ export interface RunRequest {
   spec: ProfileStep;
   node: { id: string; siteId: string | undefined; poolId?: string } | undefined;
   batchId: string | undefined;
+  /** The workflow as the step's context gives it. */
+  workflow: StepWorkflow;
 }
 
 /** What one transition leaves the reconciler to do next. */

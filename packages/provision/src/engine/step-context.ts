@@ -145,6 +145,7 @@ export function buildStepContext(
     commands: stepCommands(ctx.commands, request, sends, signal, gate, preloads),
     ...(ctx.pki ? { pki: stepPki(ctx.pki, request) } : {}),
     workflowId: request.workflowId,
+    workflow: request.workflow,
     stepId: request.stepId,
     attempt: request.attempt,
     idempotencyKey: `wf:${request.workflowId}:${request.stepId}`,

@@ -1,7 +1,7 @@
 import { ComputeError, type IssueJoinTokenInput, manifest, type SqlExecutor } from '@better-compute/core';
 import type { CommitChange } from '@better-compute/core/kernel';
 import { defineStep } from '../define/define-step';
-import type { Profile, StepContext } from '../define/types';
+import type { StepContext } from '../define/types';
 import {
   type CheckedUserDataOptions,
   checkUserDataOptions,
@@ -41,17 +41,6 @@ async function findRender(sql: SqlExecutor, stepKey: string): Promise<RenderedUs
   return row ? { userDataRef: row.user_data_ref, kind: row.kind, joinTokenId: row.join_token_id } : undefined;
 }
 
-async function pinnedProfile(ctx: StepContext): Promise<Profile> {
-  const { rows } = await ctx.sql.query<{ document: Profile }>('SELECT document FROM workflows WHERE id = $1', [
-    ctx.workflowId,
-  ]);
-  const document = rows[0]?.document;
-  if (!document) {
-    throw new ComputeError('NOT_FOUND', `workflow ${ctx.workflowId} not found`, { details: { path: ['workflowId'] } });
-  }
-  return document;
-}
-
 /**
  * The `userdata_renders` key of one run of the step: its idempotency key on the first attempt, `#<attempt>` after it
  * (as agent steps key their command). A crashed run is re-run under the same attempt and finds its render; a retry
@@ -85,7 +74,7 @@ async function render(ctx: StepContext, options: CheckedUserDataOptions): Promis
     if (done) return done;
   }
 
-  const profile = await pinnedProfile(ctx);
+  const profile = ctx.workflow.profile;
   const userData = profile.userData;
   if (!userData) {
     throw new ComputeError('INVALID_CONFIG', `profile ${profile.id} has no userData to render`, {

@@ -21,18 +21,6 @@ export function requireStepNode(ctx: StepContext, stepId: string): NonNullable<S
   return ctx.node;
 }
 
-async function workflowStartedAt(ctx: StepContext): Promise<Date> {
-  const { rows } = await ctx.sql.query<{ started_at: Date | string | null; created_at: Date | string }>(
-    'SELECT started_at, created_at FROM workflows WHERE id = $1',
-    [ctx.workflowId],
-  );
-  const row = rows[0];
-  if (!row) {
-    throw new ComputeError('NOT_FOUND', `workflow ${ctx.workflowId} not found`, { details: { path: ['workflowId'] } });
-  }
-  return new Date(row.started_at ?? row.created_at);
-}
-
 /**
  * `wait.agentJoined`: waits until the workflow's node has a connected session in `role` (default `node`) that
  * connected after the workflow started, so the session the node had before (the ramdisk, the old OS) never counts.
@@ -55,7 +43,7 @@ export const waitAgentJoined = defineStep({
   description: "Waits until the workflow's node connects in a role, after the workflow started.",
   async run(input, ctx) {
     const node = requireStepNode(ctx, 'wait.agentJoined');
-    const since = await workflowStartedAt(ctx);
+    const since = ctx.workflow.startedAt;
     const session = await currentAgentSession(ctx.sql, node.id, { now: ctx.clock.now() });
     if (!session || session.role !== input.role || session.connectedAt.getTime() <= since.getTime()) {
       throw stepNotReady(5_000);

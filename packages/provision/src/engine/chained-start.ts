@@ -72,6 +72,10 @@ export async function chainNextStart(
   const next = end.next;
   const seed = next && startSeedOf(next);
   if (!seed || !item || next.wake.kind !== item.kind || next.wake.key !== item.key) return undefined;
+  // The pass's item goes on with the next workflow, so the write may queue nothing else; and it must carry the start
+  // whole (its events too), as staged.
+  if (end.wake && (end.wake.kind !== next.wake.kind || end.wake.key !== next.wake.key)) return undefined;
+  if (next.events.some((event) => !end.events?.includes(event))) return undefined;
   if (planned.kind !== 'decided' || planned.decision.kind !== 'idle' || isEmptyPlan(planned.plan)) return undefined;
   if (needsTransaction(planned.plan) || !(ctx.commands as Partial<CommandStaging>).stage) return undefined;
   if (!(ctx.events as Partial<EventStaging>).stage) return undefined;

@@ -102,8 +102,8 @@ export function pendingWorkflow(start: {
   };
 }
 
-// A step's run columns come from its record when it has them (a start written with its first transitions), else are
-// those of a pending step.
+// Rows go in as one statement whatever the profile's length. A step's run columns come from its record when it has
+// them (a start written with its first transitions), else are those of a pending step.
 /** The insert of a workflow's steps from their records (see {@link stepRecords}), one statement. */
 export const insertStepsSql = (workflowId: string, now: string, records: string) => `
 INSERT INTO workflow_steps (workflow_id, step_id, position, phase, parent_step_id, action, resolution, runs_on, spec,

@@ -85,7 +85,6 @@ function checkStart(
   return input;
 }
 
-// Rows go in as one statement whatever the profile's length.
 async function requireNode(tx: SqlExecutor, input: StartWorkflowInput): Promise<void> {
   if (input.nodeId !== undefined && !(await getNode(tx, input.nodeId, { tenantId: input.tenantId }))) {
     throw new ComputeError('NOT_FOUND', `node ${input.nodeId} not found`, { details: { path: ['nodeId'] } });

@@ -22,7 +22,7 @@ import { useEngineLab } from './support/use-engine-lab';
 // (`WorkflowPreload.following`). Otherwise the start is written as staged and the next workflow waits for its claim.
 
 const plugin = {
-  mode: 'chain' as 'chain' | 'cannot-follow' | 'never-holds',
+  mode: 'chain' as 'chain' | 'cannot-follow' | 'never-holds' | 'site-step-first',
   followed: [] as FollowingWorkflow[],
   // What the next workflow's relaying step found among its preloads, by run.
   preloadsSeen: [] as (Json | undefined)[],
@@ -80,6 +80,14 @@ const nextProfile = {
   steps: [{ use: 'acme.relay' }, { use: 'lab.noop' }],
 };
 
+// A next workflow whose first step is a site agent's own (an agent step): nothing to chain.
+const siteStepFirst = {
+  id: 'acme.next-site',
+  version: 1,
+  target: 'metal' as const,
+  steps: [{ use: 'lab.sitePing', with: { n: 1 } }, { use: 'lab.noop' }],
+};
+
 const endWrite: WorkflowEndWrite = {
   extension: 'workflow-end-write',
   id: 'acme',
@@ -90,10 +98,10 @@ const endWrite: WorkflowEndWrite = {
       end.workflowId,
     ]);
     // The next workflow's end: nothing to write, and nothing for the owner to do.
-    if (rows[0]?.profile_id === nextProfile.id) return { changes: [] };
+    if (rows[0]?.profile_id !== 'acme-first') return { changes: [] };
     const next = await ctx.workflows?.stageStart?.(ctx.sql, {
       tenantId: end.tenantId,
-      profileId: nextProfile.id,
+      profileId: plugin.mode === 'site-step-first' ? siteStepFirst.id : nextProfile.id,
       nodeId: end.nodeId,
       owner: 'acme.owner',
     });
@@ -140,7 +148,7 @@ describe.each(BACKENDS)('the next workflow an end write starts, on $name', ({ cr
   const getLab = useEngineLab(tapped(create), {
     pluginModules: [acme],
     steps: [acmeRelay],
-    profiles: [nextProfile],
+    profiles: [nextProfile, siteStepFirst],
   });
 
   async function runChain(mode: typeof plugin.mode) {
@@ -155,7 +163,7 @@ describe.each(BACKENDS)('the next workflow an end write starts, on $name', ({ cr
       'SELECT id, profile_id, state FROM workflows WHERE node_id = $1 ORDER BY created_at, id',
       [lab.nodeId],
     );
-    const next = rows.find((row) => row.profile_id === nextProfile.id);
+    const next = rows.find((row) => row.profile_id !== 'acme-first');
     const commands = await lab.db.query<{ kind: string; workflow_id: string }>(
       'SELECT kind, workflow_id FROM commands ORDER BY created_at',
     );
@@ -205,6 +213,17 @@ describe.each(BACKENDS)('the next workflow an end write starts, on $name', ({ cr
     expect(commands).toEqual([{ kind: 'lab.wipe', workflow_id: next?.id }]);
     // The step ran after the next workflow's claim, with what that claim read.
     expect(plugin.preloadsSeen[0]).toMatchObject({ workflowId: next?.id });
+  });
+
+  it('writes the start as staged, reading nothing for it, when the next workflow’s first step is an agent step', async () => {
+    const { next, statements, commands } = await runChain('site-step-first');
+    expect(next?.state).toBe('succeeded');
+    const ended = statements.filter(ENDS_FIRST_AND_STARTS_NEXT);
+    expect(ended).toHaveLength(1);
+    expect(ended[0]).not.toMatch(/INSERT INTO commands/);
+    expect(commands).toEqual([{ kind: 'lab.ping', workflow_id: next?.id }]);
+    // The site step's agent came from the next workflow's own claim: the ending pass did not plan that step.
+    expect(statements.filter((text) => /^\s*SELECT s\.\*, n\.name FROM nodes n/.test(text))).toEqual([]);
   });
 
   it('writes nothing of the next workflow when the statement is stale, and ends the first without the end write', async () => {

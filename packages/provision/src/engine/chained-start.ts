@@ -27,13 +27,18 @@ export interface ChainedStart {
   readonly transitions: number;
 }
 
+// Whether `action` is a control-plane step that declares what it sends (its start waits for its first send).
+function relays(env: EngineEnv, action: string): boolean {
+  const definition = env.steps.get(action);
+  return definition?.runsOn === 'control-plane' && (definition.sends?.length ?? 0) > 0;
+}
+
 // Whether a planned first pass can be written with the end before it: a relaying step's deferred start (its sends go
 // with it) and nothing a single statement of inserts cannot carry (no command of its own, cancels, host config,
 // label guard, run writes, owner).
 function chainable(env: EngineEnv, planned: Planned): planned is Extract<Planned, { kind: 'decided' }> {
   if (planned.kind !== 'decided' || planned.decision.kind !== 'run' || planned.reread) return false;
-  const definition = env.steps.get(planned.decision.request.action);
-  if (definition?.runsOn !== 'control-plane' || !definition.sends?.length) return false;
+  if (!relays(env, planned.decision.request.action)) return false;
   const { plan } = planned;
   if (isEmptyPlan(plan) || plan.owner || plan.command || plan.readsLabels || plan.with || needsTransaction(plan)) {
     return false;
@@ -80,6 +85,9 @@ export async function chainNextStart(
   if (needsTransaction(planned.plan) || !(ctx.commands as Partial<CommandStaging>).stage) return undefined;
   if (!(ctx.events as Partial<EventStaging>).stage) return undefined;
   const pending = seed.pending(snapshot.workflow.node);
+  // A first step that can only be skipped or relay: planning any other would read for nothing (an agent step's site).
+  const firstStep = pending.steps.find((step) => step.phase === 'main');
+  if (firstStep && !relays(env, firstStep.action) && firstStep.spec.when === undefined) return undefined;
   // What a claim of the next workflow would read for its runs, from what this pass's claim read.
   const following = {
     workflowId: pending.workflow.id,

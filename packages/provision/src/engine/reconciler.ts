@@ -165,7 +165,7 @@ export function workflowReconciler(
     const ownItem = ctx.item?.kind === WORKFLOW_WORK_KIND && ctx.item.key === key;
     // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
     // start found the workflow changed: nothing of the run was written).
-    const runStep = async (request: RunRequest, gate: RunGate, ownItem: boolean): Promise<RunEnd> => {
+    const runStep = async (request: RunRequest, gate: RunGate): Promise<RunEnd> => {
       claim = undefined;
       const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
       const preloads = runPreloads(reads, request);
@@ -201,7 +201,7 @@ export function workflowReconciler(
       transitions: number;
     }): Promise<{ value: ReconcileResult | undefined } | 'superseded' | 'started'> => {
       const gate = new RunGate(ctx, start.writer);
-      const ended = await runStep(start.request, gate, ownItem);
+      const ended = await runStep(start.request, gate);
       const started = gate.started;
       if (ended.kind === 'superseded' || started === 'stale' || started === undefined) {
         if (ended.kind === 'return' && started === undefined) return { value: ended.value };
@@ -240,7 +240,7 @@ export function workflowReconciler(
       const done = ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle';
       const endReads = reads?.stepReads.reads ?? {};
       let endWrite: Parameters<typeof writePass>[6] = endWriteRefused ? undefined : { reads: endReads };
-      if (!endWriteRefused && ownItem && planned.kind === 'decided' && planned.decision.kind === 'idle') {
+      if (!endWriteRefused && done) {
         // The end write staged here, so the next workflow it starts on this key can go on in this pass.
         const end = await stageEndWrite(env, planned.plan, endReads, now);
         const chained = end && (await chainNextStart(env, planned, snapshot, end, endReads, now, claim));
@@ -296,7 +296,7 @@ export function workflowReconciler(
         return { ...result, park: { on, everyMs: ENGINE_DEFAULTS.workflowPollMs, until: decision.command.deadline } };
       }
       if (decision.kind === 'run') {
-        const ended = await runStep(decision.request, new RunGate(ctx), ownItem);
+        const ended = await runStep(decision.request, new RunGate(ctx));
         if (ended.kind === 'return') return ended.value;
         // Without a deferred start nothing supersedes the run: its `running` mark is written.
         if (ended.kind === 'settle') run = ended.run;

@@ -48,10 +48,21 @@ export function childEnvironment(): Record<string, string> {
   };
 }
 
-/** Spawns the server with `env` on top of a minimal environment and `args` as its flags; does not wait. */
-export function spawnServer(env: Record<string, string>, args: string[] = []) {
-  const child = spawn(process.execPath, [...SERVER_ARGS, ...args], {
-    cwd: SERVER_DIR,
+/** How a server child is launched: by default `node` with {@link SERVER_ARGS} from the server's folder. */
+export interface ServerCommand {
+  file: string;
+  args: string[];
+  cwd: string;
+}
+
+/**
+ * Spawns the server with `env` on top of a minimal environment and `args` as its flags (after `command`'s own, e.g.
+ * `pnpm start` from the repository's root); does not wait.
+ */
+export function spawnServer(env: Record<string, string>, args: string[] = [], command?: ServerCommand) {
+  const launch = command ?? { file: process.execPath, args: SERVER_ARGS, cwd: SERVER_DIR };
+  const child = spawn(launch.file, [...launch.args, ...args], {
+    cwd: launch.cwd,
     env: { ...childEnvironment(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -76,10 +87,12 @@ export async function startServer(options: {
   args?: string[];
   dataDir: string;
   timeoutMs?: number;
+  command?: ServerCommand;
 }): Promise<ServerProcess> {
   const spawned = spawnServer(
     { DATA_DIR: options.dataDir, PORT: '0', AGENT_PORT: '0', LOG_LEVEL: 'debug', ...options.env },
     options.args,
+    options.command,
   );
   // A fresh PGlite data dir takes about 10 s to initialise and migrate on an idle 2-core machine; CI runs two files at once.
   const deadline = Date.now() + (options.timeoutMs ?? 50_000);

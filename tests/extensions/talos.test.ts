@@ -92,7 +92,7 @@ describe('the Talos walkthrough on the simulator', () => {
     expect(workflow.steps.at(-1)).toMatchObject({ action: 'wait.talosReady', state: 'succeeded' });
     expect(workflow.steps.at(-1)?.result).toEqual({ status: 200, version: 'v1.9.2' });
     // One request, from the site agent to the machine's own address on the Talos port.
-    const proxied = sim.commands.filter((c) => c.kind === 'site.httpProxy');
+    const proxied = sim.commands.filter((c) => c.kind === 'site.httpProxy' && c.targetNodeId === machine!.nodeId);
     expect(proxied).toEqual([
       expect.objectContaining({
         role: 'site',

@@ -9,7 +9,9 @@ import { api, call, type ServerProcess, startServer, tempDir } from './support/s
 
 const url = process.env.TEST_DATABASE_URL;
 
-describe.skipIf(url === undefined)('on PostgreSQL, by role', () => {
+// The three processes' life in order (up, serving, stopped by SIGTERM): the tests run in file order even when
+// vitest shuffles.
+describe.skipIf(url === undefined)('on PostgreSQL, by role', { shuffle: false }, () => {
   let scratch: ScratchDatabase;
   const dirs: Awaited<ReturnType<typeof tempDir>>[] = [];
   let servers: ServerProcess[] = [];

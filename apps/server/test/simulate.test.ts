@@ -84,7 +84,9 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
   }
 }
 
-describe('startSimulatedSite', () => {
+// The second start reuses what the first registered (the demo image, its signer): the tests run in file order even
+// when vitest shuffles.
+describe('startSimulatedSite', { shuffle: false }, () => {
   it('starts a site whose machines enroll themselves, deploy the demo image and release, over HTTPS', {
     timeout: 60_000,
   }, async () => {

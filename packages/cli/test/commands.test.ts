@@ -313,7 +313,9 @@ describe('sites, credentials, images, doctor', () => {
   });
 });
 
-describe('metal, workflows, profiles and events on an enrolled machine', () => {
+// One enrolled machine's story (labels set, adopted, workflows run and retried, then the profiles rendered on its
+// labels): the tests run in file order even when vitest shuffles.
+describe('metal, workflows, profiles and events on an enrolled machine', { shuffle: false }, () => {
   let nodeId: string;
   let workflowId: string;
 

@@ -82,7 +82,9 @@ afterAll(async () => {
 const cli = (args: string[]) => runCli(bin, args, env);
 const state = async (id: string) => JSON.parse((await cli(['metal', 'get', id, '--json'])).stdout).state as string;
 
-describe('a machine through the CLI on a simulated site', () => {
+// One machine's life through the CLI (enrolled, deployed, released): the tests run in file order even when vitest
+// shuffles.
+describe('a machine through the CLI on a simulated site', { shuffle: false }, () => {
   it('enrolls from a file (--wait), and becomes available', { timeout: 45_000 }, async () => {
     const body = site.enrollInputs()[0];
     const file = await writeTemp(dir.path, 'machine.json', JSON.stringify({ ...body, name: 'sim-01' }));

@@ -23,6 +23,15 @@ function referenceUlid(ms: number, random: Uint8Array): string {
   return time + tail;
 }
 
+// Ids stay sorted in a process: one made for an earlier time than an id made before carries that id's time. So each
+// test that asks for a time takes one an hour after any asked for before it, in whatever order the tests run (files
+// that share the process make theirs at now).
+let lastAsked = Date.now();
+const laterThanAnyBefore = () => {
+  lastAsked += 3_600_000;
+  return lastAsked;
+};
+
 describe('ids', () => {
   it('encodes the time and the 80 random bits as the ULID specification does, at the edges and in between', () => {
     const cases: [number, Uint8Array][] = [
@@ -40,16 +49,14 @@ describe('ids', () => {
   });
 
   it('makes 26 lower-case Crockford characters led by the time', () => {
-    // Ids stay sorted in a process: one made for an earlier time than an id made before carries that id's time, so
-    // the time asked for here is after any id this process made so far (files that share it make theirs at now).
-    const ms = Date.now() + 1_000;
+    const ms = laterThanAnyBefore();
     const id = ulid(ms);
     expect(id).toMatch(/^[0-9a-hjkmnp-tv-z]{26}$/);
     expect(id.slice(0, 10)).toBe(referenceUlid(ms, new Uint8Array(10)).slice(0, 10));
   });
 
   it('sorts ids of one millisecond, or of a clock that went back, in the order they were made', () => {
-    const ms = Date.now() + 10_000;
+    const ms = laterThanAnyBefore();
     const made = [ulid(ms), ulid(ms), ulid(ms), ulid(ms - 5), ulid(ms)];
     expect([...made].sort()).toEqual(made);
     expect(new Set(made).size).toBe(made.length);
@@ -59,7 +66,7 @@ describe('ids', () => {
   });
 
   it('draws fresh random bits for each new millisecond', () => {
-    const start = Date.now() + 20_000;
+    const start = laterThanAnyBefore();
     const tails = new Set(Array.from({ length: 2_000 }, (_, i) => ulid(start + i).slice(10)));
     expect(tails.size).toBe(2_000);
   });

@@ -118,7 +118,8 @@ async function joinToken(): Promise<string> {
   return token;
 }
 
-describe('createHttpAgent', () => {
+// The first test joins the agent the others call with: the tests run in file order even when vitest shuffles.
+describe('createHttpAgent', { shuffle: false }, () => {
   let agent: HttpAgent;
 
   it('joins over HTTPS, opens a session, is woken by a command and completes it with a signed result', async () => {

@@ -85,7 +85,9 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
   }
 }
 
-describe('createHttpSimSite', () => {
+// One site's life (its machines through a lifecycle, an outage of the agent API, then closed): the tests run in file
+// order even when vitest shuffles.
+describe('createHttpSimSite', { shuffle: false }, () => {
   let site: HttpSimSite;
   const problems: string[] = [];
 

@@ -23,6 +23,7 @@ let compute: Compute;
 let api: ApiClient<{ sites: SitesApi }>;
 let root: string;
 let acme: string;
+let initech: string;
 
 async function refusal(promise: Promise<unknown>): Promise<ComputeError> {
   const error = await promise.then(
@@ -49,13 +50,15 @@ beforeAll(async () => {
   });
   api = compute.api as unknown as typeof api;
   await compute.database.query(
-    `INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', $1), ('globex', 'Globex', $1)`,
+    `INSERT INTO tenants (id, name, created_at)
+       VALUES ('acme', 'Acme', $1), ('globex', 'Globex', $1), ('initech', 'Initech', $1), ('umbrella', 'Umbrella', $1)`,
     [clock.now()],
   );
   const make = (tenantId: string, permissions: string[]) =>
     createCredential(compute.database, { tenantId, name: 't', permissions, clock }).then((c) => c.token);
   root = await make('root', ['compute:*']);
   acme = await make('acme', ['compute:sites:read']);
+  initech = await make('initech', ['compute:sites:read']);
 });
 afterAll(async () => {
   await compute?.close();
@@ -96,18 +99,24 @@ describe('sites.list', () => {
   });
 
   it('pages with a cursor and refuses a forged one, another tenant and a limit over 100', async () => {
-    const page = await api.sites.list(acme, { tenantId: 'acme', limit: 1 });
+    // Tenants of its own with sites of its own: the other test's sites are not on these pages.
+    await api.sites.create(root, { tenantId: 'initech', name: 'fra1' });
+    now += 1_000;
+    await api.sites.create(root, { tenantId: 'initech', name: 'ams1' });
+    await api.sites.create(root, { tenantId: 'umbrella', name: 'fra1' });
+
+    const page = await api.sites.list(initech, { tenantId: 'initech', limit: 1 });
     expect(page.items.map((s) => s.name)).toEqual(['ams1']);
-    const next = await api.sites.list(acme, { tenantId: 'acme', limit: 1, cursor: page.nextCursor as string });
+    const next = await api.sites.list(initech, { tenantId: 'initech', limit: 1, cursor: page.nextCursor as string });
     expect(next.items.map((s) => s.name)).toEqual(['fra1']);
     expect(next.nextCursor).toBeNull();
-    let error = await refusal(api.sites.list(acme, { tenantId: 'acme', cursor: 'bm9wZQ' }));
+    let error = await refusal(api.sites.list(initech, { tenantId: 'initech', cursor: 'bm9wZQ' }));
     expect([error.code, error.details.path]).toEqual(['INVALID_INPUT', ['cursor']]);
-    error = await refusal(api.sites.list(acme, { tenantId: 'globex' }));
+    error = await refusal(api.sites.list(initech, { tenantId: 'umbrella' }));
     expect([error.code, error.details.path]).toEqual(['NOT_FOUND', ['tenantId']]);
-    error = await refusal(api.sites.list(acme, { tenantId: 'acme', limit: 101 }));
+    error = await refusal(api.sites.list(initech, { tenantId: 'initech', limit: 101 }));
     expect([error.code, error.details.path]).toEqual(['INVALID_INPUT', ['limit']]);
-    const globex = await api.sites.list(root, { tenantId: 'globex' });
-    expect(globex.items.map((s) => [s.tenantId, s.name])).toEqual([['globex', 'fra1']]);
+    const umbrella = await api.sites.list(root, { tenantId: 'umbrella' });
+    expect(umbrella.items.map((s) => [s.tenantId, s.name])).toEqual([['umbrella', 'fra1']]);
   });
 });

@@ -112,7 +112,25 @@ describe('images.register', () => {
 });
 
 describe('images.list and images.get', () => {
+  // Tenants of its own: what the other tests register (acme's images, globex's flatcar) is not in these catalogs.
+  const initechKey = generateSigningKeyPair('ed25519');
+  let initechReader: string;
   beforeAll(async () => {
+    await compute.database.query(
+      `INSERT INTO tenants (id, name, created_at) VALUES ('initech', 'Initech', $1), ('umbrella', 'Umbrella', $1)`,
+      [clock.now()],
+    );
+    await compute.database.transaction((tx) =>
+      addImageSigner(tx, { tenantId: 'initech', name: 'initech', publicKey: initechKey.publicJwk }, { clock }),
+    );
+    initechReader = await createCredential(compute.database, {
+      tenantId: 'initech',
+      name: 't',
+      permissions: ['compute:images:read'],
+      clock,
+    }).then((c) => c.token);
+    // The tenant's own ubuntu/noble, older than the public one it shadows.
+    await api.images.register(root, image('initech', initechKey, 'ubuntu/noble', '24.04.1'));
     now += 1_000;
     await api.images.register(root, { ...image('root', rootKey, 'talos', '1.9.2'), public: true });
     now += 1_000;
@@ -122,41 +140,41 @@ describe('images.list and images.get', () => {
   });
 
   it('lists what the tenant’s profiles resolve, newest first, its own shadowing a public one, with a cursor', async () => {
-    const first = await api.images.list(acmeReader, { tenantId: 'acme', limit: 1 });
-    const second = await api.images.list(acmeReader, {
-      tenantId: 'acme',
+    const first = await api.images.list(initechReader, { tenantId: 'initech', limit: 1 });
+    const second = await api.images.list(initechReader, {
+      tenantId: 'initech',
       limit: 1,
       cursor: first.nextCursor as string,
     });
     expect([...first.items, ...second.items].map((i) => [i.ref, i.tenantId])).toEqual([
       ['talos@1.9.2', 'root'],
-      ['ubuntu/noble@24.04.1', 'acme'],
+      ['ubuntu/noble@24.04.1', 'initech'],
     ]);
     expect(second.nextCursor).toBeNull();
     expect(first.items[0]).not.toHaveProperty('signature');
-    const globex = await api.images.list(root, { tenantId: 'globex' });
-    expect(globex.items.map((i) => [i.ref, i.tenantId])).toEqual([
+    const umbrella = await api.images.list(root, { tenantId: 'umbrella' });
+    expect(umbrella.items.map((i) => [i.ref, i.tenantId])).toEqual([
       ['ubuntu/noble@24.04.1', 'root'],
       ['talos@1.9.2', 'root'],
     ]);
-    const named = await api.images.list(root, { tenantId: 'globex', name: 'talos' });
+    const named = await api.images.list(root, { tenantId: 'umbrella', name: 'talos' });
     expect(named.items.map((i) => i.ref)).toEqual(['talos@1.9.2']);
-    const error = await refusal(api.images.list(acmeReader, { tenantId: 'acme', cursor: 'bm9wZQ' }));
+    const error = await refusal(api.images.list(initechReader, { tenantId: 'initech', cursor: 'bm9wZQ' }));
     expect([error.code, error.details.path]).toEqual(['INVALID_INPUT', ['cursor']]);
   });
 
   it('gets an image by name@version as resolveImageRef does; another tenant’s private one is NOT_FOUND', async () => {
-    expect(await api.images.get(acmeReader, { tenantId: 'acme', ref: 'ubuntu/noble@24.04.1' })).toMatchObject({
-      tenantId: 'acme',
+    expect(await api.images.get(initechReader, { tenantId: 'initech', ref: 'ubuntu/noble@24.04.1' })).toMatchObject({
+      tenantId: 'initech',
       signature: expect.any(String),
     });
-    expect(await api.images.get(acmeReader, { tenantId: 'acme', ref: 'talos@1.9.2' })).toMatchObject({
+    expect(await api.images.get(initechReader, { tenantId: 'initech', ref: 'talos@1.9.2' })).toMatchObject({
       tenantId: 'root',
       public: true,
     });
-    let error = await refusal(api.images.get(acmeReader, { tenantId: 'acme', ref: 'root/private@1' }));
+    let error = await refusal(api.images.get(initechReader, { tenantId: 'initech', ref: 'root/private@1' }));
     expect([error.code, error.details.path]).toEqual(['NOT_FOUND', ['ref']]);
-    error = await refusal(api.images.get(acmeReader, { tenantId: 'acme', ref: 'no-version' }));
+    error = await refusal(api.images.get(initechReader, { tenantId: 'initech', ref: 'no-version' }));
     expect([error.code, error.details.path]).toEqual(['INVALID_INPUT', ['ref']]);
   });
 });

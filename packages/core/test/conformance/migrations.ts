@@ -24,8 +24,9 @@ export function defineMigrationsConformance(create: () => Promise<ScratchDatabas
       expect(first.applied.map((m) => m.name)).toEqual(migrations.map((m) => m.name));
       const second = await applyMigrations(scratch.db, [{ module: 'core', migrations }], clock);
       expect(second.applied).toEqual([]);
+      // Only the kernel's rows: the other tests of this suite record their own modules in the same database.
       const { rows } = await scratch.db.query<{ module: string; name: string }>(
-        'SELECT module, name FROM schema_migrations ORDER BY name',
+        "SELECT module, name FROM schema_migrations WHERE module = 'core' ORDER BY name",
       );
       expect(rows).toEqual(migrations.map((m) => ({ module: 'core', name: m.name })));
       for (const table of ['tenants', 'nodes', 'commands', 'work_items', 'shard_leases', 'events', 'credentials']) {
@@ -45,15 +46,22 @@ export function defineMigrationsConformance(create: () => Promise<ScratchDatabas
     });
 
     it('applies a module’s new migration after its earlier ones, under the module id', async () => {
+      // A module of its own, its earlier migration applied here: no other test's 'acme' rows or tables count.
+      const earlier: Migration[] = [{ name: '0000_plg', sql: 'CREATE TABLE plg_globex_ips (ip text)' }];
+      const first = await applyMigrations(scratch.db, [{ module: 'globex', migrations: earlier }], clock);
+      expect(first.applied).toEqual([{ module: 'globex', name: '0000_plg' }]);
       const migrations: Migration[] = [
-        { name: '0000_plg', sql: 'CREATE TABLE plg_acme_ips (ip text)' },
-        { name: '0001_plg', sql: 'ALTER TABLE plg_acme_ips ADD COLUMN step_key text' },
+        ...earlier,
+        { name: '0001_plg', sql: 'ALTER TABLE plg_globex_ips ADD COLUMN step_key text' },
       ];
-      const report = await applyMigrations(scratch.db, [{ module: 'acme', migrations }], clock);
-      expect(report.applied).toEqual([{ module: 'acme', name: '0001_plg' }]);
+      const report = await applyMigrations(scratch.db, [{ module: 'globex', migrations }], clock);
+      expect(report.applied).toEqual([{ module: 'globex', name: '0001_plg' }]);
     });
 
     it('leaves nothing half-applied when a statement of a migration fails', async () => {
+      // The ledger exists whichever test ran first (a failed first run rolls back its creation too), so what the failed
+      // run below recorded is read from it.
+      await applyMigrations(scratch.db, [], clock);
       const broken: Migration[] = [
         {
           name: '0000_broken',

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPostgresDatabase } from '../../src/postgres';
 import type { SqlDatabase } from '../../src/sql';
 import { type ScratchDatabase, scratchPostgres, TEST_DATABASE_URL } from '../support/databases';
@@ -20,6 +20,10 @@ describe.runIf(TEST_DATABASE_URL)('a transaction begun on a crowded pool (postgr
     scratch = await scratchPostgres();
     admin = createPostgresDatabase({ url: scratch.url, max: 2 });
     await admin.query('CREATE TABLE crowded_rows (source text NOT NULL, n int NOT NULL)');
+  });
+  // Each test starts from an empty table: the first counts every row that committed, whichever test wrote it.
+  beforeEach(async () => {
+    await admin.query('TRUNCATE crowded_rows');
   });
   afterAll(async () => {
     await admin?.close();

@@ -9,7 +9,7 @@ import {
   type Json,
 } from '@better-compute/core';
 import { createOpenApiDocument } from '@better-compute/core/kernel';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   generateSigningKeyPair,
   type ImageSignersApi,
@@ -54,6 +54,11 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await compute?.close();
+});
+// Each test starts from an empty allowlist and adds the signers it lists, verifies against or revokes: the lists and
+// the verifier then see those alone, whatever ran before.
+beforeEach(async () => {
+  await compute.database.query('DELETE FROM pki_image_signers');
 });
 
 describe('imageSigners', () => {
@@ -109,14 +114,28 @@ describe('imageSigners', () => {
   });
 
   it('revokes a signer of the tenant only; a public one of root is NOT_FOUND to a tenant', async () => {
+    const release = await api.imageSigners.add(root, {
+      tenantId: 'root',
+      name: 'release',
+      publicKey: rootKey.publicKeyPem,
+      public: true,
+    });
+    const own = await api.imageSigners.add(acme, {
+      tenantId: 'acme',
+      name: 'acme ci',
+      publicKey: acmeKey.publicKeyPem,
+    });
+    // Both are the tenant's to verify with; only its own is the tenant's to revoke.
     const { items } = await api.imageSigners.list(acme, { tenantId: 'acme' });
-    const own = items.find((s) => s.tenantId === 'acme');
-    const release = items.find((s) => s.tenantId === 'root');
-    const error = await refusal(api.imageSigners.revoke(acme, { tenantId: 'acme', signerId: release?.id as string }));
+    expect(items.map((s) => s.id).sort()).toEqual([own.id, release.id].sort());
+    const error = await refusal(api.imageSigners.revoke(acme, { tenantId: 'acme', signerId: release.id }));
     expect([error.code, error.details.path]).toEqual(['NOT_FOUND', ['signerId']]);
-    const revoked = await api.imageSigners.revoke(acme, { tenantId: 'acme', signerId: own?.id as string });
-    expect(revoked.revokedAt).toBe(clock.now().toISOString());
     const signature = signToBase64Url(acmeKey.privateKeyPem, imageSigningBytes(digest));
+    expect(await imageVerifier(compute.database, { tenantId: 'acme', digest, signature })).toEqual({
+      signerId: own.id,
+    });
+    const revoked = await api.imageSigners.revoke(acme, { tenantId: 'acme', signerId: own.id });
+    expect(revoked.revokedAt).toBe(clock.now().toISOString());
     const refused = await refusal(imageVerifier(compute.database, { tenantId: 'acme', digest, signature }));
     expect(refused.code).toBe('PERMISSION_DENIED');
   });

@@ -15,6 +15,12 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 const as = (method: string, body: unknown = {}) => h.call(method, body, agent.certificatePem);
+// A test that reads the agent's command queue or open session joins an agent of its own: what other tests enqueued for
+// `agent` or left open would otherwise be polled or touched along with its own, in whatever order the tests ran.
+const asAgent =
+  (joined: JoinedAgent) =>
+  (method: string, body: unknown = {}) =>
+    h.call(method, body, joined.certificatePem);
 
 describe('the agent API', () => {
   it('joins with a token, a public key and claims, answering the node, its certificate and the CA', async () => {
@@ -54,27 +60,32 @@ describe('the agent API', () => {
     expect(rows[0]?.closed_at).toBeNull();
     expect((await as('sessions.close')).body).toEqual({ closed: true });
     expect((await as('sessions.close')).body).toEqual({ closed: false });
-    await as('sessions.open', { role: 'ramdisk', bootId: 'boot-2' });
   });
 
   it('touches the open session on a call, at most once every SESSION_TOUCH_EVERY_MS', async () => {
+    const touching = await h.join();
+    const call = asAgent(touching);
     const seen = async () =>
       (
         await h.compute.database.query<{ last_seen_at: Date }>(
           'SELECT last_seen_at FROM agent_sessions WHERE node_id = $1 AND closed_at IS NULL',
-          [agent.nodeId],
+          [touching.nodeId],
         )
       ).rows[0]?.last_seen_at.getTime();
+    expect((await call('sessions.open', { role: 'ramdisk', bootId: 'boot-touch' })).status).toBe(200);
     const before = await seen();
+    expect(before).toBe(h.clock.now().getTime());
     h.clock.advance(SESSION_TOUCH_EVERY_MS - 1_000);
-    await as('spec.get');
+    await call('spec.get');
     expect(await seen()).toBe(before);
     h.clock.advance(1_000);
-    await as('spec.get');
+    await call('spec.get');
     expect(await seen()).toBe(h.clock.now().getTime());
   });
 
   it('polls, acks, starts and completes a command with an attested result', async () => {
+    const agent = await h.join();
+    const as = asAgent(agent);
     const commandId = await h.enqueue(agent.nodeId, { note: 'hello' });
     const polled = await as('commands.poll', { limit: 5 });
     expect(polled.status).toBe(200);
@@ -104,6 +115,8 @@ describe('the agent API', () => {
   });
 
   it('fails and rejects commands with a reason', async () => {
+    const agent = await h.join();
+    const as = asAgent(agent);
     const failed = await h.enqueue(agent.nodeId);
     const rejected = await h.enqueue(agent.nodeId);
     await as('commands.poll');
@@ -115,6 +128,8 @@ describe('the agent API', () => {
   });
 
   it('moves a command against the state machine as 409 INVALID_STATE', async () => {
+    const agent = await h.join();
+    const as = asAgent(agent);
     const commandId = await h.enqueue(agent.nodeId);
     await as('commands.poll');
     const { status, body } = await as('commands.start', { commandId });
@@ -196,7 +211,17 @@ describe('the agent API', () => {
     expect(next.status).toBe(200);
   });
 
-  it('logs no token, private key or secret value', () => {
+  it('logs no token, private key or secret value', async () => {
+    // Made here, so the scan has lines and values to look at whatever ran before: a join (its token and private key),
+    // a secret granted to the command that carries it, and the same secret refused to an agent that carries nothing.
+    const joined = await h.join();
+    const value = 'bmc-password-for-the-log-scan';
+    h.plaintexts.push(value);
+    const ref = await h.security.secrets(h.compute.database).put('root', value);
+    const commandId = await h.enqueue(joined.nodeId, { ref });
+    expect((await asAgent(joined)('secrets.fetch', { commandId, ref })).body).toEqual({ value });
+    expect((await as('secrets.fetch', { ref })).status).toBe(404);
+    expect(h.log.lines.filter((line) => line.includes(joined.nodeId) || line.includes(ref)).length).toBeGreaterThan(2);
     expect(leaked(h.log, h.plaintexts)).toEqual([]);
   });
 });

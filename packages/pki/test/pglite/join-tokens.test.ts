@@ -1,5 +1,5 @@
 import { isComputeError } from '@better-compute/core';
-import { commit, type StagedWrite } from '@better-compute/core/kernel';
+import { type CommitChange, commit, type StagedWrite } from '@better-compute/core/kernel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKeyPair, pki } from '../../src';
 import { findInLogs, findPlaintext, insertNode, scratchPglite } from '../support/database';
@@ -512,6 +512,33 @@ describe('attestors', () => {
 });
 
 it('leaves no token in plaintext in any table or log line', async () => {
+  // Tokens of its own, so the scan looks for real values whatever ran before: issued and spent by a join, refused on a
+  // claims mismatch, revoked, issued as a secret and staged (as a secret and by value) for a commit, each then joined.
+  const base = { tenantId: 'root', role: 'discovery', siteId: 'site_root', ttlSeconds: 600, maxUses: 1 } as const;
+  await join({ token: (await issueTracked(h, base)).token });
+  const mismatched = await issueTracked(h, { ...base, expect: { serial: 'SN-scan' } });
+  await computeErrorOf(join({ token: mismatched.token, claims: { serial: 'SN-other' } }), 'PERMISSION_DENIED');
+  const revoked = await issueTracked(h, base);
+  await h.scratch.db.transaction((tx) => h.pki.revokeJoinToken(tx, revoked.id));
+  await computeErrorOf(join({ token: revoked.token }), 'UNAUTHENTICATED');
+  const secret = await h.scratch.db.transaction((tx) =>
+    h.pki.issueJoinTokenSecret(tx, { ...base, secretTenantId: 'root' }),
+  );
+  const port = h.pki.port(h.scratch.db);
+  const stagedSecret = port.stageJoinTokenSecret!({ ...base, secretTenantId: 'root' });
+  const staged = port.stageJoinToken!(base);
+  const context = { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never };
+  const gate: CommitChange = { name: 'gate', sql: ({ guard }) => `SELECT 1 AS held WHERE ${guard}` };
+  for (const { write } of [stagedSecret, staged]) {
+    expect((await commit(context, { changes: [gate, ...write.changes] })).status).toBe('committed');
+  }
+  for (const ref of [secret.ref, stagedSecret.ref]) {
+    const token = await h.pki.secrets(h.scratch.db).resolve(ref);
+    h.plaintexts.push(token, token.split('.')[1] ?? token);
+    await join({ token });
+  }
+  h.plaintexts.push(staged.token, staged.token.split('.')[1] ?? staged.token);
+  await join({ token: staged.token });
   expect(h.plaintexts.length).toBeGreaterThan(10);
   expect(await findPlaintext(h.scratch.db, h.plaintexts)).toEqual([]);
   expect(h.log.lines.length).toBeGreaterThan(0);

@@ -245,7 +245,31 @@ describe('agents fetching secrets', () => {
 });
 
 it('leaves no secret value in plaintext in any table or log line', async () => {
-  expect(h.plaintexts.length).toBeGreaterThan(10);
+  // Values of its own, so the scan looks for real values whatever ran before: put, staged for a commit and written
+  // alone, fetched by the agent whose live step command carries them, refused to another agent, named by commandId.
+  const secrets = h.pki.secrets(h.scratch.db);
+  const granted = await put('root', 'scan-fetched-value');
+  const named = await put('root', 'scan-fetched-by-command-id');
+  const refused = await put('root', 'scan-refused-value');
+  h.plaintexts.push('scan-staged-value', 'scan-written-alone');
+  const staged = secrets.stagePut('root', 'scan-staged-value');
+  const ctx = { sql: h.scratch.db, clock: h.clock, commands: {} as never, events: {} as never };
+  const gate: CommitChange = { name: 'gate', sql: ({ guard }) => `SELECT 1 AS held WHERE ${guard}` };
+  expect((await commit(ctx, { changes: [gate, ...staged.write.changes] })).status).toBe('committed');
+  const alone = secrets.stagePut('root', 'scan-written-alone');
+  await h.scratch.db.transaction((tx) => alone.write.write(tx));
+  await command({ payload: { boot: { userData: { ref: granted } }, media: [staged.ref, alone.ref] } });
+  await command({ payload: { bmc: { credentialRef: named } } });
+  const carrying = `cmd_${commandSeq}`;
+  await command({ nodeId: 'node_other', payload: { ref: refused } });
+  expect(await fetchAs('node_agent', granted)).toBe('scan-fetched-value');
+  expect(await fetchAs('node_agent', staged.ref)).toBe('scan-staged-value');
+  expect(await fetchAs('node_agent', alone.ref)).toBe('scan-written-alone');
+  const byCommand = { agentNodeId: 'node_agent', ref: named, commandId: carrying };
+  expect(await h.pki.fetchSecretForAgent(h.scratch.db, byCommand)).toBe('scan-fetched-by-command-id');
+  await computeErrorOf(fetchAs('node_agent', refused), 'NOT_FOUND');
+  // Its own five at least, and whatever values the tests that ran before it put.
+  expect(h.plaintexts.length).toBeGreaterThanOrEqual(5);
   expect(await findPlaintext(h.scratch.db, h.plaintexts)).toEqual([]);
   expect(h.log.lines.some((line) => line.includes('secret fetched by agent'))).toBe(true);
   expect(findInLogs(h.log, h.plaintexts)).toEqual([]);

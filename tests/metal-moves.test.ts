@@ -100,11 +100,18 @@ describe.each(BACKENDS)('the metal reconciler on $name', ({ create }) => {
     expect(toAvailable.every(FINISHING)).toBe(true);
     // No `metal` item was queued: nothing but the engine's statements moved the machine.
     expect(statements.filter((text) => /INSERT INTO work_items/.test(text) && /'metal'/.test(text))).toEqual([]);
-    // The commissioning's driver operations go to the site agent with the machine's BMC: the BIOS read's, planned
-    // right after the claim of the firmware read's result, as the claim read them; the firmware read's, planned after
-    // `inspect.collect` wrote the inventory with its result (the pass reads the workflow again), by reading them.
+    // The commissioning's driver operations go to the site agent with the machine's BMC as the claims read it: the
+    // BIOS read's, planned right after the claim of the firmware read's result; the firmware read's, planned after
+    // `inspect.collect`'s run, whose inventory (labels it says it leaves) the statement that starts the read writes.
     const bmcReads = statements.filter((text) => /SELECT bmc_address, bmc_driver, bmc_credential_ref/.test(text));
-    expect(bmcReads).toHaveLength(1);
+    expect(bmcReads).toEqual([]);
+    const inventories = statements.filter((text) => /inventory_node AS/.test(text));
+    // The inspection's, the commissioning's and its acceptance's, none followed by a read of the workflow: the
+    // commissioning's sends the firmware read (a driver operation) itself; after the other two the cleanup's power
+    // off runs once they committed, reading the machine again (the addresses and MACs they add are what a run reads).
+    expect(inventories).toHaveLength(3);
+    expect(inventories.filter((text) => /INSERT INTO commands/.test(text))).toHaveLength(1);
+    expect(statements.filter((text) => /FROM \(SELECT \* FROM workflows WHERE key = \$1/.test(text))).toEqual([]);
     // The shipped profiles are taken without reading the stored ones.
     expect(statements.filter((text) => /FROM profiles WHERE id = \$2/.test(text))).toEqual([]);
   });

@@ -133,6 +133,20 @@ describe.each(BACKENDS)("a workflow owner's end write on $name", ({ create }) =>
     expect(plugin.logs.some((line) => line.includes('acme stage broke'))).toBe(true);
   });
 
+  it("queues the owner instead when the statement that ends the workflow writes a run's writes with its result", async () => {
+    // Both update the node's row, and PostgreSQL applies only the first update of a row in a statement.
+    plugin.mode = 'write';
+    const { lab, ended, workflow } = await runToEnd([{ use: 'lab.writeWith' }]);
+    expect(workflow.state).toBe('succeeded');
+    const { rows } = await lab.db.query<{ n: string | null }>(
+      "SELECT labels->>'result-with' AS n FROM nodes WHERE id = $1",
+      [lab.nodeId],
+    );
+    expect(rows[0]?.n).toBe('1');
+    expect(ended).toBeNull();
+    expect(labRecord.owner).toEqual([lab.nodeId]);
+  });
+
   it('ends the workflow without the write, and queues the owner, when the statement carrying it is stale', async () => {
     plugin.mode = 'never-holds';
     const { lab, id, ended, workflow } = await runToEnd();

@@ -9,6 +9,10 @@ import { workflowReconciler } from './direct-pass';
 
 // currentAgentSession's and connectedSiteAgents' statements.
 const SESSION_READS = /FROM agent_sessions WHERE node_id = \$1|FROM nodes n JOIN agent_sessions s/;
+// connectedSiteAgents' alone.
+const SITE_AGENT_READS = /FROM nodes n JOIN agent_sessions s/;
+// The workflow read again (readActiveWorkflow), which the claim read with the pass's item.
+const WORKFLOW_READS = /FROM \(SELECT \* FROM workflows WHERE key = \$1/;
 
 /** `db` with the statements matching `pattern` counted. */
 function counting(db: SqlExecutor, pattern: RegExp): { sql: SqlExecutor; count: () => number } {
@@ -98,5 +102,69 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
       rejoin: { bootId: 'boot-during-run' },
     });
     expect(count()).toBeGreaterThan(0);
+  });
+
+  it('a pass that ran a control-plane step still takes the site agent from its claim, made moments before', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({ id: 'lab-claim-after-run', steps: [{ use: 'lab.noop' }, { use: 'lab.sitePing' }] });
+    const { sql, count } = counting(lab.db, SITE_AGENT_READS);
+    await claimedPass(lab, sql);
+    const { rows: sent } = await lab.db.query<{ node_id: string }>(
+      "SELECT node_id FROM commands WHERE workflow_id = $1 AND step_id = 'main.2'",
+      [id],
+    );
+    expect(sent).toEqual([{ node_id: lab.siteAgent.nodeId }]);
+    expect(count()).toBe(0);
+  });
+
+  it("plans on through a run's write of the node's labels, when it says what it leaves: the `when` after it decided on them, in the statement that writes them", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({
+      id: 'lab-foreseen-labels',
+      steps: [
+        { use: 'lab.labelWith', with: { label: 'gpu' } },
+        { use: 'lab.sitePing', when: '!gpu' },
+        { use: 'lab.sitePing', when: 'gpu' },
+      ],
+    });
+    const { sql, count } = counting(lab.db, WORKFLOW_READS);
+    await claimedPass(lab, sql);
+    const wf = await lab.workflow(id);
+    expect(wf.steps.map((s) => s.state)).toEqual(['succeeded', 'skipped', 'waiting']);
+    const { rows } = await lab.db.query<{ labels: Record<string, string> }>('SELECT labels FROM nodes WHERE id = $1', [
+      lab.nodeId,
+    ]);
+    expect(rows[0]?.labels).toMatchObject({ gpu: 'yes' });
+    expect(count()).toBe(0);
+  });
+
+  it('runs the step again when the node changed after its run read it, and decides on the labels the new run leaves', async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    let changes = 0;
+    labRecord.duringRun = async () => {
+      // Once, while the first run is under way: an operator's label lands between its read and the engine's write.
+      if (changes++ > 0) return null;
+      await lab.db.query(`UPDATE nodes SET labels = labels || '{"rack":"r7"}'::jsonb WHERE id = $1`, [lab.nodeId]);
+      return null;
+    };
+    const id = await lab.start({
+      id: 'lab-foreseen-labels-changed',
+      steps: [
+        { use: 'lab.labelWith', with: { label: 'gpu' } },
+        { use: 'lab.sitePing', when: 'gpu && rack=r7' },
+      ],
+    });
+    await claimedPass(lab, lab.db);
+    const wf = await lab.workflow(id);
+    expect(labRecord.runs.filter((r) => r.action === 'lab.labelWith' && r.workflowId === id)).toHaveLength(2);
+    expect(wf.steps.map((s) => s.state)).toEqual(['succeeded', 'waiting']);
+    const { rows } = await lab.db.query<{ labels: Record<string, string> }>('SELECT labels FROM nodes WHERE id = $1', [
+      lab.nodeId,
+    ]);
+    // The operator's label is kept: the first run's write, read before it, never landed.
+    expect(rows[0]?.labels).toMatchObject({ gpu: 'yes', rack: 'r7' });
   });
 }

@@ -186,6 +186,44 @@ export const labSteps = [
     },
   }),
   defineStep({
+    id: 'lab.labelWith',
+    runsOn: 'control-plane',
+    timeout: '1m',
+    retrySafe: true,
+    input: manifest({ label: field.string() }),
+    async run(input, ctx) {
+      record('lab.labelWith', ctx);
+      const nodeId = ctx.node!.id;
+      // As inspect.collect writes its labels: whole, from the node as read, only while the node is still that version.
+      const { rows } = await ctx.sql.query<{ labels: Record<string, string>; version: string }>(
+        'SELECT labels, xmin::text AS version FROM nodes WHERE id = $1',
+        [nodeId],
+      );
+      const read = rows[0]!;
+      await lab.duringRun?.(ctx.workflowId, ctx.attempt);
+      const labels = { ...read.labels, [input.label]: 'yes' };
+      const update = (bind: (value: unknown) => string, guard: string) =>
+        `UPDATE nodes SET labels = ${bind(JSON.stringify(labels))}::jsonb WHERE id = ${bind(nodeId)} AND ${guard}`;
+      ctx.writeWithResult?.({
+        changes: [
+          {
+            name: 'lab_labelled',
+            sql: ({ bind, guard }) => update(bind, guard),
+            requires: ({ bind }) =>
+              `EXISTS (SELECT 1 FROM nodes WHERE id = ${bind(nodeId)} AND xmin::text = ${bind(read.version)} FOR UPDATE)`,
+          },
+        ],
+        leaves: { nodeLabels: labels },
+        async write(tx) {
+          const params: unknown[] = [];
+          const bind = (value: unknown) => `$${params.push(value)}`;
+          await tx.query(update(bind, `xmin::text = ${bind(read.version)}`), params);
+        },
+      });
+      return { labels };
+    },
+  }),
+  defineStep({
     id: 'lab.inspect',
     runsOn: 'control-plane',
     timeout: '1m',

@@ -69,7 +69,8 @@ async function deleteBootEntrySecrets(ctx: StepContext, machine: MetalMachine, m
   }
   const stored = refs.filter((ref): ref is string => typeof ref === 'string' && ref.length > 0);
   if (stage && ctx.writeWithResult) {
-    if (stored.length > 0) ctx.writeWithResult(stage(stored));
+    // Deleting used tokens changes nothing the engine or a step's run reads: what follows is planned in its statement.
+    if (stored.length > 0) ctx.writeWithResult({ ...stage(stored), leaves: {} });
     return;
   }
   if (remove) await Promise.all(stored.map((ref) => remove(ref)));

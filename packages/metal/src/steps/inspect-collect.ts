@@ -219,6 +219,9 @@ function inventoryWithResult(
   const { changes, labels } = inventoryChanges(ctx, nodeId, current, inventory, addresses);
   writeWithResult({
     changes,
+    // The labels it writes whole (its requires lock the node's row at the version it read), so the engine starts what
+    // follows in the same statement; the machine's addresses and MACs it adds are what a next step's run reads.
+    leaves: { nodeLabels: labels, runReads: 'changed' },
     async write(tx) {
       const written = await commit({ ...ctx, sql: tx }, { changes }, tx);
       if (written.status !== 'committed') {

@@ -6,14 +6,38 @@ import type { ClaimKnown, LoadedWorkflow } from './workflow-rows';
 /**
  * What the worker's claim read that answers a transition's plain reads (see `PLAIN_READS`): the node's site agent
  * and agent session (`ClaimKnown`) and the modules' preloads, for driver targets that can take their fields from
- * them. Good only for transitions planned right after the claim (a pass that ran a control-plane step since reads
- * again: a run may have taken minutes, and a rejoin must record the session as it is before the reboot).
+ * them. Good for transitions planned right after the claim; once the pass ran a control-plane step, see
+ * {@link answersAfterRun}.
  */
 export interface ClaimAnswers {
   readonly nodeId: string;
   readonly siteId: string | null;
   readonly known: ClaimKnown;
   readonly reads: Readonly<Record<string, Json>>;
+  /** A control-plane step ran since the claim: its session is not an answer any more. */
+  readonly afterRun?: true;
+}
+
+/**
+ * How long after its claim a pass that ran a control-plane step still takes the node's site agent and a driver
+ * target's fields from it: those change on their own clock (an agent's connection, an operator), not by the run, and
+ * an answer this young is as good as a read made now.
+ */
+export const CLAIM_ANSWERS_FRESH_MS = 1_000;
+
+/**
+ * The claim's answers once the pass ran a control-plane step, `elapsedMs` after the claim: without the agent session
+ * (a run may have rebooted the machine, and a rejoin must record the session as it is after the run), and none at all
+ * past {@link CLAIM_ANSWERS_FRESH_MS} (a run may have taken minutes).
+ *
+ * @example
+ * ```ts
+ * claim = answersAfterRun(claim, performance.now() - claimedAt);
+ * ```
+ */
+export function answersAfterRun(answers: ClaimAnswers | undefined, elapsedMs: number): ClaimAnswers | undefined {
+  if (!answers || elapsedMs > CLAIM_ANSWERS_FRESH_MS) return undefined;
+  return answers.afterRun ? answers : { ...answers, afterRun: true };
 }
 
 /**
@@ -51,7 +75,7 @@ export function answerFromClaim(env: EngineEnv, answers: ClaimAnswers, need: Nee
       return { siteAgent: siteAgentId === null ? null : { nodeId: siteAgentId } };
     }
     case 'agent-session':
-      return need.nodeId === answers.nodeId ? { session: answers.known.session } : undefined;
+      return need.nodeId === answers.nodeId && !answers.afterRun ? { session: answers.known.session } : undefined;
     case 'driver-target': {
       if (need.nodeId !== answers.nodeId) return undefined;
       const driverFields: Record<string, Json> = {};

@@ -6,7 +6,8 @@ const ENDED = new Set(['succeeded', 'failed', 'cancelled']);
 
 /**
  * The owner's end write for a plan that ends its workflow (see `WorkflowEndWrite`), staged from the claim's reads:
- * undefined when the plan ends none, its owner registered none, or the write declines. A write that throws is logged
+ * undefined when the plan ends none, its owner registered none, the plan writes a run's writes with its result, or
+ * the write declines. A write that throws is logged
  * and left out (the owner is queued as usual), so a faulty one cannot keep the workflow from ending.
  *
  * @example
@@ -23,6 +24,9 @@ export async function stageEndWrite(
   const { owner, workflow } = plan;
   const write = owner ? env.endWrites?.get(owner.kind) : undefined;
   if (!owner || !write || !ENDED.has(workflow.state)) return undefined;
+  // A run's writes with its result and the owner's write may update the same row (the node's labels, its state), and
+  // PostgreSQL applies only the first update of a row in a statement: the owner is queued instead.
+  if (plan.with?.length) return undefined;
   const { error: failure } = workflow;
   const error = failure ? { code: failure.code, message: failure.message, stepId: failure.stepId } : null;
   try {

@@ -4,6 +4,7 @@ import { answerFromClaim, type ClaimAnswers } from './claim-answers';
 import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import type { Decision, RunRequest } from './decision';
 import { afterEndWrite, stageEndWrite } from './end-write';
+import { foreseenWrites, withNodeLabels } from './foreseen-writes';
 import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Need, type Plan, PlanDraft } from './plan';
 import type { RunOutcome } from './run-step';
 import type { EngineEnv } from './transitions';
@@ -108,19 +109,24 @@ export async function planPass(
   let acc = emptyPlan(snapshot.workflow);
   let state = snapshot;
   const settled = run ? settleRun(snapshot, run, now) : undefined;
-  // What the run writes with its result (node labels among it, perhaps): what follows must not decide on the snapshot's.
+  // What the run writes with its result (node labels among it, perhaps): what follows must not decide on the snapshot's,
+  // unless the writes say what they leave (see `foreseenWrites`).
   const withResult = settled && run?.outcome.kind === 'succeeded' ? run.outcome.with : undefined;
+  const foreseen = withResult ? foreseenWrites(withResult) : undefined;
+  // A write whose outcome the pass cannot foresee: nothing is read or decided on labels before it commits.
+  const blind = withResult !== undefined && foreseen === undefined;
   if (settled) {
     acc = withResult ? { ...settled.plan(), with: withResult } : settled.plan();
     state = settled.snapshot();
+    if (foreseen?.nodeLabels) state = withNodeLabels(state, foreseen.nodeLabels);
   }
   let transitions = 0;
   while (transitions < budget) {
     transitions += 1;
-    // After a run that writes with its result, nothing is read before that write commits: the pass reads again.
-    const t = await advanceWithPlainReads(env, state, withResult === undefined, now, claim);
+    // After a run whose writes the pass cannot foresee, nothing is read before they commit: the pass reads again.
+    const t = await advanceWithPlainReads(env, state, !blind, now, claim);
     const needs = 'needs' in t || needsTransaction(t.plan) || (t.plan.command && !stageCommands);
-    if (withResult && (needs || t.plan.readsLabels)) {
+    if (blind && (needs || t.plan.readsLabels)) {
       const before = { plan: acc, state };
       const decision = { kind: 'continue' } as const;
       return { kind: 'decided', decision, plan: acc, next: state, before, transitions: transitions - 1, reread: true };
@@ -128,7 +134,9 @@ export async function planPass(
     if (needs) {
       return { kind: 'needs-transaction', plan: acc, state, transitions: transitions - 1 };
     }
-    const merged = mergePlans(acc, t.plan);
+    // A `when` decided on the labels the run's write leaves is held by that write's own guard (it commits only on the
+    // node's row as it read it), in this same statement: the statement does not check them against the old ones.
+    const merged = mergePlans(acc, foreseen?.nodeLabels ? { ...t.plan, readsLabels: false } : t.plan);
     if (t.decision.kind !== 'continue') {
       return {
         kind: 'decided',

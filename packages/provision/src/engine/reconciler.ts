@@ -5,11 +5,12 @@ import type { ConfigUnitRegistry } from '../config-units/types';
 import type { DriverTarget, StepPreloads, WorkflowPreload } from '../define/types';
 import type { WorkflowEndWrite } from '../define/workflow-end-write';
 import { chainNextStart } from './chained-start';
-import { claimAnswersOf } from './claim-answers';
+import { answersAfterRun, claimAnswersOf } from './claim-answers';
 import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
 import { stageEndWrite } from './end-write';
+import { runReadsKept } from './foreseen-writes';
 import { isEmptyPlan } from './plan';
 import { type EndedRun, type Planned, planPass, writePass } from './plan-pass';
 import { RunGate, type StartWriter } from './run-gate';
@@ -103,6 +104,8 @@ function deferredStart(env: EngineEnv, planned: Planned, revision: number, now: 
   if (isEmptyPlan(plan) || !staging.stage || !(ctx.events as Partial<EventStaging>).stage || plan.owner) {
     return undefined;
   }
+  // A run deferred this way runs before the plan commits: not after a run's writes that change what it reads.
+  if (plan.with && !runReadsKept(plan.with)) return undefined;
   const writer: StartWriter = async (extra) => {
     const written = await commitPlan(env, plan, now, { guard: { revision }, ...extra });
     if (written.status !== 'needs-transaction' || extra.sends || extra.requeue) return written;
@@ -153,8 +156,9 @@ export function workflowReconciler(
     let snapshot: LoadedWorkflow | null | undefined = preloadedWorkflow(ctx);
     // What the claim read for the runs, good while every change since was this pass's own (no read again).
     let reads = claimReads(snapshot);
-    // What the claim read that answers the engine's plain reads: only until the pass runs a control-plane step.
+    // What the claim read that answers the engine's plain reads (see `answersAfterRun` once the pass ran a step).
     let claim = claimAnswersOf(snapshot);
+    const claimedAt = performance.now();
     let run: EndedRun | undefined;
     let transitions = 0;
     // Off for the rest of the pass once a command could not be written by one statement: it goes through enqueue.
@@ -166,10 +170,10 @@ export function workflowReconciler(
     // Runs a control-plane step and ends it: what the reconciler returns, the run to settle, or superseded (a deferred
     // start found the workflow changed: nothing of the run was written).
     const runStep = async (request: RunRequest, gate: RunGate): Promise<RunEnd> => {
-      claim = undefined;
       const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
       const preloads = runPreloads(reads, request);
       const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate, preloads);
+      claim = answersAfterRun(claim, performance.now() - claimedAt);
       if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
       // A worker that stops writes nothing more: a start still deferred stays unwritten, and the step as it was.
       if (outcome.kind === 'abandoned') return { kind: 'return', value: { requeueAfterMs: 0 } };
@@ -274,6 +278,8 @@ export function workflowReconciler(
         continue;
       }
       snapshot = written.reread ? undefined : written.next;
+      // What the claim read for runs predates the run's writes just written, when they change it.
+      if (planned.plan.with && !runReadsKept(planned.plan.with)) reads = undefined;
       run = undefined;
       transitions += Math.max(1, written.transitions);
       const { decision, requeueWritten } = written;

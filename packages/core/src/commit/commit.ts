@@ -3,6 +3,7 @@ import { COMMANDS_CHANNEL, type CommandQueue, type CommandStaging, type NewComma
 import { ComputeError, isComputeError } from '../errors';
 import { stagedEventsInsertSql, stagedEventsParam } from '../events/staged-events';
 import type { EventBus, EventStaging, NewEvent, StagedEvent } from '../events/types';
+import type { Json } from '../json/types';
 import type { Labels } from '../labels';
 import { type Bind, bindParams } from '../sql/bind-params';
 import type { Notification, SqlExecutor } from '../sql/executor';
@@ -73,12 +74,17 @@ export interface StagedWrite {
    * after it on before it commits, so that the statement that writes it also starts what follows. Set, the write
    * promises to change nothing the engine reads to start a step (agent sessions, site agents, a driver target's
    * fields, commands), and says the rest: `nodeLabels`, the node's labels once it commits (written whole, and only
-   * while the node's row is the version it read: the engine decides the next steps' `when` on them); `runReads`,
-   * `'changed'` when it changes what the claim read for a step's run (a module's preload), so that a run started after
-   * it waits for it to commit and reads again. Unset, the engine plans nothing on it: it writes it first, reading the
-   * workflow again before a decision that needs a read or the node's labels, and a step run after it reads anew.
+   * while the node's row is the version it read: the engine decides the next steps' `when` on them); `runReads`, how
+   * it changes what the claim read for a step's run (the modules' preloads): a function that gives those reads as
+   * they are once it commits (leaving out what it cannot know), which a run started after it then takes, or
+   * `'changed'`: a run started after it gets none of them and reads for itself (its first statement writes what came
+   * before it). Unset, the engine plans nothing on it: it writes it first, reading the workflow again before a
+   * decision that needs a read or the node's labels, and a step run after it reads for itself.
    */
-  readonly leaves?: { readonly nodeLabels?: Labels; readonly runReads?: 'changed' };
+  readonly leaves?: {
+    readonly nodeLabels?: Labels;
+    readonly runReads?: 'changed' | ((reads: Readonly<Record<string, Json>>) => Record<string, Json>);
+  };
 }
 
 /**

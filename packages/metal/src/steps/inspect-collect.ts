@@ -12,7 +12,7 @@ import { checkJson } from '@better-compute/core/checks';
 import { type CommandRow, type CommitChange, commit, toCommand } from '@better-compute/core/kernel';
 import { awaitCommand, defineStep, type StepContext, stepCommandKey } from '@better-compute/provision';
 import { checkInventory, type Inventory, inventoryLabels } from '../inventory/inventory';
-import { preloadedMachine } from './machine-preload';
+import { METAL_MACHINE_PRELOAD_ID, preloadedMachine } from './machine-preload';
 import { metalNode, RELAYED_COMMAND_POLL_MS, resultJson } from './relay';
 
 /**
@@ -172,6 +172,22 @@ function nodeMissing(nodeId: string): ComputeError {
 }
 
 /**
+ * What the claim read of the machine for a run (metal's preload) as the inventory's write leaves it: the reported
+ * addresses known too. Left out for the run to read: the MACs (a reported one another machine holds is not added),
+ * the node's version and the machine's lifecycle columns (the write changes both rows).
+ */
+function machineReadAfter(addresses: readonly string[]) {
+  return (reads: Readonly<Record<string, Json>>): Record<string, Json> => {
+    const machine = reads[METAL_MACHINE_PRELOAD_ID];
+    if (typeof machine !== 'object' || machine === null || Array.isArray(machine)) return { ...reads };
+    const { macs: _macs, node: _node, lifecycle: _lifecycle, ...kept } = machine;
+    const known = Array.isArray(kept.addresses) ? kept.addresses.filter((a) => typeof a === 'string') : [];
+    const all = [...new Set([...known, ...addresses])].sort();
+    return { ...reads, [METAL_MACHINE_PRELOAD_ID]: { ...kept, addresses: all } };
+  };
+}
+
+/**
  * Writes the inventory (see {@link inventoryChanges}) by one statement of its own, fenced by the worker's lease,
  * reading the node again and writing again when it changed meanwhile (CONFLICT after {@link RECORD_TRIES}). Returns the
  * labels written.
@@ -220,8 +236,8 @@ function inventoryWithResult(
   writeWithResult({
     changes,
     // The labels it writes whole (its requires lock the node's row at the version it read), so the engine starts what
-    // follows in the same statement; the machine's addresses and MACs it adds are what a next step's run reads.
-    leaves: { nodeLabels: labels, runReads: 'changed' },
+    // follows in the same statement, and what a next step's run reads of the machine as it leaves it.
+    leaves: { nodeLabels: labels, runReads: machineReadAfter(addresses) },
     async write(tx) {
       const written = await commit({ ...ctx, sql: tx }, { changes }, tx);
       if (written.status !== 'committed') {

@@ -31,7 +31,8 @@ export interface PreloadedMachine {
   addresses: string[] | null;
   drivers: Record<string, Json> | null;
   workflowStartedAt: string | null;
-  macs: string[] | null;
+  /** Left out (absent) by a write with an earlier step's result that cannot know them (see `inspect.collect`). */
+  macs?: string[] | null;
   /** The site agent a first command would go to (the boot-lease holder first), null when none is connected. */
   connectedAgentId: string | null;
   /** Every site agent of the machine's site, with its tenant. */

@@ -102,7 +102,11 @@ export async function machineForStep(
   const node = metalNode(ctx, stepId);
   const preloaded = preloadedMachine(ctx, node.id);
   const attemptCommands = ctx.preloads?.commands;
-  if (preloaded && attemptCommands) return machineFrom(ctx, preloaded, attemptCommands, options);
+  // A preload a write with an earlier step's result left without the MACs (see inspect.collect) cannot answer for them.
+  const needsMacs = options.macs === true || options.perMac !== undefined;
+  if (preloaded && attemptCommands && !(needsMacs && preloaded.macs === undefined)) {
+    return machineFrom(ctx, preloaded, attemptCommands, options);
+  }
   // Not claimed with a preload: the same read in a statement of its own, for this workflow at the run's now, with
   // the commands of this attempt under the keys asked for on the site's agents (the unique (node_id, key) index finds
   // each; a per-MAC key for each of the machine's MACs).

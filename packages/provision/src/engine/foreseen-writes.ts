@@ -1,4 +1,4 @@
-import type { Labels } from '@better-compute/core';
+import type { Json, Labels } from '@better-compute/core';
 import type { StagedWrite } from '@better-compute/core/kernel';
 import type { LoadedWorkflow } from './workflow-rows';
 
@@ -24,16 +24,26 @@ export function foreseenWrites(writes: readonly StagedWrite[]): { nodeLabels?: L
 }
 
 /**
- * Whether a step's run may start before these writes commit, on what the claim read for it: only when every write
- * says it leaves those reads as they were (`leaves` without `runReads: 'changed'`).
+ * What the claim read for step runs (`reads`), as a run's writes with its result leave it: each write's `runReads`
+ * applied in order; undefined when a write cannot say (`runReads: 'changed'`, or no `leaves`): a run started after
+ * them then reads for itself, and its first statement writes them before it (see `RunGate`).
  *
  * @example
  * ```ts
- * if (plan.with && !runReadsKept(plan.with)) reads = undefined;
+ * const after = runReadsAfter(claimed.stepReads.reads, plan.with ?? []);
  * ```
  */
-export function runReadsKept(writes: readonly StagedWrite[]): boolean {
-  return writes.every((write) => write.leaves !== undefined && write.leaves.runReads === undefined);
+export function runReadsAfter(
+  reads: Readonly<Record<string, Json>>,
+  writes: readonly StagedWrite[],
+): Record<string, Json> | undefined {
+  let current: Record<string, Json> = { ...reads };
+  for (const write of writes) {
+    const change = write.leaves?.runReads;
+    if (!write.leaves || change === 'changed') return undefined;
+    if (change) current = change(current);
+  }
+  return current;
 }
 
 /**

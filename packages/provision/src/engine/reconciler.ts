@@ -10,7 +10,7 @@ import { commitPlan } from './commit-plan';
 import { ACTIVE_STATES_SQL, ENGINE_DEFAULTS, WORKFLOW_WORK_KIND } from './constants';
 import type { RunRequest } from './decision';
 import { stageEndWrite } from './end-write';
-import { runReadsKept } from './foreseen-writes';
+import { runReadsAfter } from './foreseen-writes';
 import { isEmptyPlan } from './plan';
 import { type EndedRun, type Planned, planPass, writePass } from './plan-pass';
 import { RunGate, type StartWriter } from './run-gate';
@@ -104,8 +104,6 @@ function deferredStart(env: EngineEnv, planned: Planned, revision: number, now: 
   if (isEmptyPlan(plan) || !staging.stage || !(ctx.events as Partial<EventStaging>).stage || plan.owner) {
     return undefined;
   }
-  // A run deferred this way runs before the plan commits: not after a run's writes that change what it reads.
-  if (plan.with && !runReadsKept(plan.with)) return undefined;
   const writer: StartWriter = async (extra) => {
     const written = await commitPlan(env, plan, now, { guard: { revision }, ...extra });
     if (written.status !== 'needs-transaction' || extra.sends || extra.requeue) return written;
@@ -231,6 +229,12 @@ export function workflowReconciler(
       const now = ctx.clock.now();
       const budget = MAX_TRANSITIONS_PER_PASS - transitions;
       const planned = await planPass(env, snapshot, run, budget, now, stageCommands, claim);
+      // What the claim read for runs, as the settled run's writes with its result leave it (none when they cannot say:
+      // a run after them reads for itself, once they committed).
+      if (run && planned.plan.with && reads) {
+        const after = runReadsAfter(reads.stepReads.reads, planned.plan.with);
+        reads = after ? { ...reads, stepReads: { ...reads.stepReads, reads: after } } : undefined;
+      }
       const deferred = deferredStart(env, planned, snapshot.workflow.revision, now);
       if (deferred) {
         const ran = await runDeferred(deferred);
@@ -278,8 +282,6 @@ export function workflowReconciler(
         continue;
       }
       snapshot = written.reread ? undefined : written.next;
-      // What the claim read for runs predates the run's writes just written, when they change it.
-      if (planned.plan.with && !runReadsKept(planned.plan.with)) reads = undefined;
       run = undefined;
       transitions += Math.max(1, written.transitions);
       const { decision, requeueWritten } = written;

@@ -175,6 +175,8 @@ function stagedRender(ctx: StepContext) {
     };
     writeWithResult({
       changes: [...minted.write.changes, ...put.write.changes, record],
+      // A join token, a secret and the render's record: nothing the engine or a module's preload reads.
+      leaves: {},
       async write(tx) {
         await minted.write.write(tx);
         await put.write.write(tx);

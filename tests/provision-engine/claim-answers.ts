@@ -47,6 +47,15 @@ async function claimedPass(lab: EngineLab, sql: SqlExecutor): Promise<void> {
   await workflowReconciler(lab)(lab.nodeId, ctx);
 }
 
+/** The nodes a step of the workflow sent its commands to. */
+async function sentTo(lab: EngineLab, workflowId: string, stepId: string): Promise<string[]> {
+  const { rows } = await lab.db.query<{ node_id: string }>(
+    'SELECT node_id FROM commands WHERE workflow_id = $1 AND step_id = $2 ORDER BY created_at',
+    [workflowId, stepId],
+  );
+  return rows.map((row) => row.node_id);
+}
+
 async function rejoinOf(lab: EngineLab, workflowId: string, stepId: string) {
   const { rows } = await lab.db.query<{ state: string; rejoin: { bootId: string | null } | null }>(
     'SELECT state, rejoin FROM workflow_steps WHERE workflow_id = $1 AND step_id = $2',
@@ -64,11 +73,7 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
     const { sql, count } = counting(lab.db, SESSION_READS);
 
     await claimedPass(lab, sql);
-    const { rows: sent } = await lab.db.query<{ node_id: string }>(
-      "SELECT node_id FROM commands WHERE workflow_id = $1 AND step_id = 'main.1'",
-      [id],
-    );
-    expect(sent).toEqual([{ node_id: lab.siteAgent.nodeId }]);
+    expect(await sentTo(lab, id, 'main.1')).toEqual([lab.siteAgent.nodeId]);
 
     lab.siteAgent.respond({ outcome: 'succeed' });
     await lab.siteAgent.poll();
@@ -110,11 +115,7 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
     const id = await lab.start({ id: 'lab-claim-after-run', steps: [{ use: 'lab.noop' }, { use: 'lab.sitePing' }] });
     const { sql, count } = counting(lab.db, SITE_AGENT_READS);
     await claimedPass(lab, sql);
-    const { rows: sent } = await lab.db.query<{ node_id: string }>(
-      "SELECT node_id FROM commands WHERE workflow_id = $1 AND step_id = 'main.2'",
-      [id],
-    );
-    expect(sent).toEqual([{ node_id: lab.siteAgent.nodeId }]);
+    expect(await sentTo(lab, id, 'main.2')).toEqual([lab.siteAgent.nodeId]);
     expect(count()).toBe(0);
   });
 

@@ -9,6 +9,8 @@ import { workflowReconciler } from './direct-pass';
 
 // currentAgentSession's and connectedSiteAgents' statements.
 const SESSION_READS = /FROM agent_sessions WHERE node_id = \$1|FROM nodes n JOIN agent_sessions s/;
+// currentAgentSession's alone.
+const NODE_SESSION_READS = /FROM agent_sessions WHERE node_id = \$1/;
 // connectedSiteAgents' alone.
 const SITE_AGENT_READS = /FROM nodes n JOIN agent_sessions s/;
 // The workflow read again (readActiveWorkflow), which the claim read with the pass's item.
@@ -107,6 +109,27 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
       rejoin: { bootId: 'boot-during-run' },
     });
     expect(count()).toBeGreaterThan(0);
+  });
+
+  it("a pass that ran a relaying step which sent nothing takes the session from its claim: the rejoin's start records it", async () => {
+    const lab = getLab();
+    lab.siteAgent.respond({ outcome: 'ignore' });
+    lab.nodeAgent.respond({ outcome: 'ignore' });
+    const id = await lab.start({
+      id: 'lab-claim-after-relay',
+      steps: [{ use: 'lab.relay', with: { siteAgentId: lab.siteAgent.nodeId } }, { use: 'lab.reboot' }],
+    });
+    await claimedPass(lab, lab.db);
+    lab.siteAgent.respond({ outcome: 'succeed' });
+    await lab.siteAgent.poll();
+    // The pass on the relayed command's result: the run finds it and sends nothing; the reboot's start follows.
+    const { sql, count } = counting(lab.db, NODE_SESSION_READS);
+    await claimedPass(lab, sql);
+    expect(await rejoinOf(lab, id, 'main.2')).toMatchObject({
+      state: 'waiting',
+      rejoin: { bootId: lab.nodeAgent.bootId },
+    });
+    expect(count()).toBe(0);
   });
 
   it('a pass that ran a control-plane step still takes the site agent from its claim, made moments before', async () => {

@@ -97,11 +97,13 @@ export interface StepContext extends ModuleContext {
    * next), all or nothing with it. Nothing is written when the run does not succeed, or when the step is no longer
    * running this attempt (aborted meanwhile); when the write's `requires` fail (what it read changed), the step runs
    * again. A run that writes what its result says (an inventory as the node's facts) saves a statement of its own.
+   * A write that says what it leaves (`leaves`, see core's `StagedWrite`) lets the engine start the next step in the
+   * same statement; one that does not is written first, and the pass reads the workflow again before it goes on.
    * Present in the runs of control-plane steps.
    *
    * @example
    * ```ts
-   * ctx.writeWithResult?.({ changes: [{ name: 'acme_seen', sql: ({ bind, guard }) => `UPDATE plg_acme SET seen = true WHERE id = ${bind(id)} AND ${guard}` }], write: (tx) => markSeen(tx, id) });
+   * ctx.writeWithResult?.({ changes: [{ name: 'acme_seen', sql: ({ bind, guard }) => `UPDATE plg_acme SET seen = true WHERE id = ${bind(id)} AND ${guard}` }], write: (tx) => markSeen(tx, id), leaves: {} });
    * ```
    */
   writeWithResult?(write: StagedWrite): void;

@@ -26,18 +26,23 @@ export interface ClaimAnswers {
 export const CLAIM_ANSWERS_FRESH_MS = 1_000;
 
 /**
- * The claim's answers once the pass ran a control-plane step, `elapsedMs` after the claim: without the agent session
- * (a run may have rebooted the machine, and a rejoin must record the session as it is after the run), and none at all
- * past {@link CLAIM_ANSWERS_FRESH_MS} (a run may have taken minutes).
+ * The claim's answers once the pass ran a control-plane step, `elapsedMs` after the claim: none at all past
+ * {@link CLAIM_ANSWERS_FRESH_MS} (a run may have taken minutes); else without the agent session (a run may have
+ * rebooted the machine, and a rejoin must record the session as it is after the run), unless `relayedNothing`: the
+ * run was a relaying step's, which reaches machines only through what it sends, and it sent nothing.
  *
  * @example
  * ```ts
- * claim = answersAfterRun(claim, performance.now() - claimedAt);
+ * claim = answersAfterRun(claim, performance.now() - claimedAt, relays && !gate.sent);
  * ```
  */
-export function answersAfterRun(answers: ClaimAnswers | undefined, elapsedMs: number): ClaimAnswers | undefined {
+export function answersAfterRun(
+  answers: ClaimAnswers | undefined,
+  elapsedMs: number,
+  relayedNothing = false,
+): ClaimAnswers | undefined {
   if (!answers || elapsedMs > CLAIM_ANSWERS_FRESH_MS) return undefined;
-  return answers.afterRun ? answers : { ...answers, afterRun: true };
+  return answers.afterRun || relayedNothing ? answers : { ...answers, afterRun: true };
 }
 
 /**

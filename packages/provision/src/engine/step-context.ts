@@ -44,6 +44,7 @@ function stepCommands(
       );
     }
     sentKeys.add(command.key);
+    gate?.noteSend();
     return {
       workflowId: request.workflowId,
       stepId: request.stepId,

@@ -4,8 +4,8 @@ import { type EngineLab, lab as labRecord } from '../support/engine-lab';
 import { workflowReconciler } from './direct-pass';
 
 // The engine's plain reads of a node's agent session and its site's connected agent, answered by the worker's claim
-// (it reads them with the workflow) for the transitions a pass plans right after it; once the pass ran a
-// control-plane step, it reads them again.
+// (it reads them with the workflow) for the transitions a pass plans right after it, and for a second after it once
+// the pass ran a control-plane step (a plan decided on the session then checks it is still current).
 
 // currentAgentSession's and connectedSiteAgents' statements.
 const SESSION_READS = /FROM agent_sessions WHERE node_id = \$1|FROM nodes n JOIN agent_sessions s/;
@@ -93,7 +93,7 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
     expect(count()).toBe(0);
   });
 
-  it('reads the session again once the pass ran a control-plane step: a reboot during the run is the one the rejoin waits past', async () => {
+  it("reads the session again when it changed during a control-plane step's run: a reboot during the run is the one the rejoin waits past", async () => {
     const lab = getLab();
     lab.nodeAgent.respond({ outcome: 'ignore' });
     const id = await lab.start({ id: 'lab-claim-stale', steps: [{ use: 'lab.duringRun' }, { use: 'lab.reboot' }] });
@@ -111,7 +111,7 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
     expect(count()).toBeGreaterThan(0);
   });
 
-  it("a pass that ran a relaying step which sent nothing takes the session from its claim: the rejoin's start records it", async () => {
+  it("a pass that ran a control-plane step takes the session from its claim, still current: the rejoin's start records it", async () => {
     const lab = getLab();
     lab.siteAgent.respond({ outcome: 'ignore' });
     lab.nodeAgent.respond({ outcome: 'ignore' });
@@ -122,7 +122,8 @@ export function claimAnswerScenarios(getLab: () => EngineLab) {
     await claimedPass(lab, lab.db);
     lab.siteAgent.respond({ outcome: 'succeed' });
     await lab.siteAgent.poll();
-    // The pass on the relayed command's result: the run finds it and sends nothing; the reboot's start follows.
+    // The pass on the relayed command's result: the run finds it; the reboot's start follows, its statement checking
+    // that the session the claim read is still the node's.
     const { sql, count } = counting(lab.db, NODE_SESSION_READS);
     await claimedPass(lab, sql);
     expect(await rejoinOf(lab, id, 'main.2')).toMatchObject({

@@ -14,7 +14,7 @@ export interface ClaimAnswers {
   readonly siteId: string | null;
   readonly known: ClaimKnown;
   readonly reads: Readonly<Record<string, Json>>;
-  /** A control-plane step ran since the claim: its session is not an answer any more. */
+  /** A control-plane step ran since the claim: a plan decided on its session checks the session is still current. */
   readonly afterRun?: true;
 }
 
@@ -27,22 +27,18 @@ export const CLAIM_ANSWERS_FRESH_MS = 1_000;
 
 /**
  * The claim's answers once the pass ran a control-plane step, `elapsedMs` after the claim: none at all past
- * {@link CLAIM_ANSWERS_FRESH_MS} (a run may have taken minutes); else without the agent session (a run may have
- * rebooted the machine, and a rejoin must record the session as it is after the run), unless `relayedNothing`: the
- * run was a relaying step's, which reaches machines only through what it sends, and it sent nothing.
+ * {@link CLAIM_ANSWERS_FRESH_MS} (a run may have taken minutes); else marked `afterRun`, so that a plan decided on the
+ * agent session checks, in its statement, that it is still the node's current one (a run may have rebooted the
+ * machine, or seen it come back, and a rejoin must record the session as it is just before the reboot it waits past).
  *
  * @example
  * ```ts
- * claim = answersAfterRun(claim, performance.now() - claimedAt, relays && !gate.sent);
+ * claim = answersAfterRun(claim, performance.now() - claimedAt);
  * ```
  */
-export function answersAfterRun(
-  answers: ClaimAnswers | undefined,
-  elapsedMs: number,
-  relayedNothing = false,
-): ClaimAnswers | undefined {
+export function answersAfterRun(answers: ClaimAnswers | undefined, elapsedMs: number): ClaimAnswers | undefined {
   if (!answers || elapsedMs > CLAIM_ANSWERS_FRESH_MS) return undefined;
-  return answers.afterRun || relayedNothing ? answers : { ...answers, afterRun: true };
+  return answers.afterRun ? answers : { ...answers, afterRun: true };
 }
 
 /**
@@ -80,7 +76,7 @@ export function answerFromClaim(env: EngineEnv, answers: ClaimAnswers, need: Nee
       return { siteAgent: siteAgentId === null ? null : { nodeId: siteAgentId } };
     }
     case 'agent-session':
-      return need.nodeId === answers.nodeId && !answers.afterRun ? { session: answers.known.session } : undefined;
+      return need.nodeId === answers.nodeId ? { session: answers.known.session } : undefined;
     case 'driver-target': {
       if (need.nodeId !== answers.nodeId) return undefined;
       const driverFields: Record<string, Json> = {};

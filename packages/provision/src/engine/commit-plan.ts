@@ -5,13 +5,14 @@ import {
   commit,
   connectedSiteAgents,
   currentAgentSession,
+  DEFAULT_SESSION_STALE_AFTER_MS,
   OPEN_COMMAND_STATES,
 } from '@better-compute/core/kernel';
 import { nodeHasLabelsSql, setNodeHostSection } from '@better-compute/core/nodes';
 import { resolveHostConfig } from '../config-units/apply';
 import type { StagedEndWrite } from '../define/workflow-end-write';
 import { siteAgentFor } from '../steps/site-agent-for';
-import type { Known, Need, Plan } from './plan';
+import type { Known, Need, Plan, SessionCheck } from './plan';
 import type { StepSend } from './run-gate';
 import type { EngineEnv } from './transitions';
 import { STEP_CHANGE_FIELDS, type WorkflowRecord } from './workflow-rows';
@@ -60,6 +61,18 @@ const STEP_SETS = `state = v->>'state', attempt = (v->>'attempt')::int, attempt_
   result = NULLIF(v->'result', 'null'::jsonb), error = NULLIF(v->'error', 'null'::jsonb),
   rejoin = NULLIF(v->'rejoin', 'null'::jsonb)`;
 
+/**
+ * Whether `check.session` is still the node's current agent session (none connected when null), as
+ * `currentAgentSession` picks it at `now`: compared by boot id and role.
+ */
+function sessionIsSql(bind: (value: unknown) => string, check: SessionCheck, now: Date): string {
+  const expected = check.session ? JSON.stringify([check.session.bootId, check.session.role]) : null;
+  const staleBefore = new Date(now.getTime() - DEFAULT_SESSION_STALE_AFTER_MS);
+  return `(SELECT jsonb_build_array(s.boot_id, s.role) FROM agent_sessions s
+    WHERE s.node_id = ${bind(check.nodeId)} AND s.closed_at IS NULL AND s.last_seen_at > ${bind(staleBefore)}
+    ORDER BY s.connected_at DESC, s.id DESC LIMIT 1) IS NOT DISTINCT FROM ${bind(expected)}::jsonb`;
+}
+
 /** What a plan's statement checks besides the lease: the revision it was planned from, and its node's labels. */
 export interface PlanGuard {
   revision: number;
@@ -83,6 +96,8 @@ function workflowChange(plan: Plan, now: Date, guard: PlanGuard | undefined): Co
         if (w.node && plan.readsLabels) {
           conditions.push(nodeHasLabelsSql(bind(w.node.id), `${bind(JSON.stringify(w.node.labels))}::jsonb`));
         }
+        // The plan decided on a session as the claim read it before a step's run: it must still be the current one.
+        if (plan.sessionCheck) conditions.push(sessionIsSql(bind, plan.sessionCheck, now));
       }
       return `UPDATE workflows SET revision = revision + 1${sets}
        WHERE id = ${bind(w.id)} AND ${conditions.join(' AND ')} RETURNING revision`;

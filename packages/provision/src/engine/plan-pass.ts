@@ -5,7 +5,16 @@ import { commitPlan, needsTransaction, readNeed } from './commit-plan';
 import type { Decision, RunRequest } from './decision';
 import { afterEndWrite, stageEndWrite } from './end-write';
 import { foreseenWrites, withNodeLabels } from './foreseen-writes';
-import { emptyPlan, isEmptyPlan, type Known, mergePlans, type Need, type Plan, PlanDraft } from './plan';
+import {
+  emptyPlan,
+  isEmptyPlan,
+  type Known,
+  mergePlans,
+  type Need,
+  type Plan,
+  PlanDraft,
+  type SessionCheck,
+} from './plan';
 import type { RunOutcome } from './run-step';
 import type { EngineEnv } from './transitions';
 import { failStep, succeedStep } from './transitions';
@@ -35,13 +44,20 @@ async function advanceWithPlainReads(
   claim: ClaimAnswers | undefined,
 ) {
   let known: Known = {};
+  // A session the claim read before a control-plane step ran: the plan's statement checks it is still current.
+  let sessionCheck: SessionCheck | undefined;
   for (let reads = 0; ; reads += 1) {
     const t = await advanceWorkflow(env, state, known, now);
-    if (!read || !('needs' in t) || !PLAIN_READS.has(t.needs.kind)) return t;
+    if (!read || !('needs' in t) || !PLAIN_READS.has(t.needs.kind)) {
+      return sessionCheck && 'plan' in t ? { ...t, plan: { ...t.plan, sessionCheck } } : t;
+    }
     if (reads === MAX_READS_PER_TRANSITION) {
       throw new Error(`workflow ${state.workflow.id}: a transition kept asking for reads`);
     }
     const answered = claim ? answerFromClaim(env, claim, t.needs) : undefined;
+    if (answered && t.needs.kind === 'agent-session' && claim?.afterRun) {
+      sessionCheck = { nodeId: t.needs.nodeId, session: answered.session ?? null };
+    }
     known = { ...known, ...(answered ?? (await readNeed(env.ctx.sql, env, t.needs, now))) };
   }
 }

@@ -44,6 +44,17 @@ export interface Plan {
   readonly hostConfig?: { readonly nodeId: string; readonly host: HostSection };
   /** What a settled run asked to write with its result (`ctx.writeWithResult`), written by the plan's statement. */
   readonly with?: readonly StagedWrite[];
+  /**
+   * The agent session a transition decided on as the worker's claim read it, after a control-plane step ran in the
+   * pass (a rejoin's baseline, say): the plan's statement writes only while it is still the node's current session.
+   */
+  readonly sessionCheck?: SessionCheck;
+}
+
+/** A node's agent session as a plan decided on it (null: none connected). */
+export interface SessionCheck {
+  readonly nodeId: string;
+  readonly session: { readonly bootId: string | null; readonly role: string | null } | null;
 }
 
 /** A command a plan cancels if it is still open, or every open command a step of the workflow sent. */
@@ -211,6 +222,7 @@ export function mergePlans(first: Plan, next: Plan): Plan {
   const owner = next.owner ?? first.owner;
   const hostConfig = next.hostConfig ?? first.hostConfig;
   const withWrites = [...(first.with ?? []), ...(next.with ?? [])];
+  const sessionCheck = next.sessionCheck ?? first.sessionCheck;
   return {
     workflow: next.workflow,
     workflowChanged: first.workflowChanged || next.workflowChanged,
@@ -222,6 +234,7 @@ export function mergePlans(first: Plan, next: Plan): Plan {
     ...(owner ? { owner } : {}),
     ...(hostConfig ? { hostConfig } : {}),
     ...(withWrites.length > 0 ? { with: withWrites } : {}),
+    ...(sessionCheck ? { sessionCheck } : {}),
   };
 }
 

@@ -171,9 +171,7 @@ export function workflowReconciler(
       const attemptKey = `${request.workflowId}:${request.stepId}:${request.attempt}`;
       const preloads = runPreloads(reads, request);
       const outcome = await runControlPlaneStep(ctx, steps, request, () => transient.next(attemptKey), gate, preloads);
-      const definition = steps.get(request.action);
-      const relays = definition?.runsOn === 'control-plane' && (definition.relays?.length ?? 0) > 0;
-      claim = answersAfterRun(claim, performance.now() - claimedAt, relays && !gate.sent);
+      claim = answersAfterRun(claim, performance.now() - claimedAt);
       if (outcome.kind === 'abandoned' || outcome.kind === 'transient') gate.close();
       // A worker that stops writes nothing more: a start still deferred stays unwritten, and the step as it was.
       if (outcome.kind === 'abandoned') return { kind: 'return', value: { requeueAfterMs: 0 } };

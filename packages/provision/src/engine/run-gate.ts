@@ -156,7 +156,6 @@ export class RunGate {
   readonly #writer: StartWriter | undefined;
   #start: boolean;
   #started: { readonly revision: number } | 'stale' | undefined;
-  #sent = false;
 
   constructor(
     private readonly ctx: ModuleContext,
@@ -164,16 +163,6 @@ export class RunGate {
   ) {
     this.#writer = start;
     this.#start = start !== undefined;
-  }
-
-  /** Whether the run sent a command (enqueued, staged or held one), whatever became of it. */
-  get sent(): boolean {
-    return this.#sent;
-  }
-
-  /** Records that the run sent a command (the step's command queue calls it for every send). */
-  noteSend(): void {
-    this.#sent = true;
   }
 
   /**

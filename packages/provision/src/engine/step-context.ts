@@ -44,7 +44,6 @@ function stepCommands(
       );
     }
     sentKeys.add(command.key);
-    gate?.noteSend();
     return {
       workflowId: request.workflowId,
       stepId: request.stepId,

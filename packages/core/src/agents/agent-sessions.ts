@@ -204,6 +204,23 @@ export async function currentAgentSession(
   return rows[0] ? toSession(rows[0]) : undefined;
 }
 
+/**
+ * A query for a statement of the caller's own (a claim's preload, a plan's check): `select` (over the session as `s`)
+ * of the session {@link currentAgentSession} would return for the node `node` (an SQL expression, such as a column), sessions last
+ * seen at or before `staleBefore` (an SQL expression, a timestamptz) counting as gone. As a scalar subquery, NULL when
+ * none is connected.
+ *
+ * @example
+ * ```ts
+ * const session = currentAgentSessionAtSql('w.node_id', `(${now} - interval '60000 milliseconds')`, 's.boot_id');
+ * ```
+ */
+export function currentAgentSessionAtSql(node: string, staleBefore: string, select: string): string {
+  return `SELECT ${select} FROM agent_sessions s
+    WHERE s.node_id = ${node} AND s.closed_at IS NULL AND s.last_seen_at > ${staleBefore}
+    ORDER BY s.connected_at DESC, s.id DESC LIMIT 1`;
+}
+
 // The connected site agents of the site `site` (an SQL expression), the boot-lease holder first, then the others most
 // recently seen first; `stale` is the placeholder of the time before which a session counts as gone.
 const connectedSiteAgentsFrom = (site: string, stale: string) =>

@@ -4,6 +4,7 @@ export {
   connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
+  currentAgentSessionAtSql,
   openAgentSession,
   touchAgentSession,
 } from './agent-sessions';

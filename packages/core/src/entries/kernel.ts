@@ -14,6 +14,7 @@ export {
   connectedSiteAgentSql,
   connectedSiteAgents,
   currentAgentSession,
+  currentAgentSessionAtSql,
   DEFAULT_SESSION_STALE_AFTER_MS,
   type OpenAgentSessionInput,
   openAgentSession,

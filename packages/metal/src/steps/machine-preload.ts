@@ -1,5 +1,9 @@
 import type { Json, Labels } from '@better-compute/core';
-import { connectedSiteAgentAtSql, DEFAULT_SESSION_STALE_AFTER_MS } from '@better-compute/core/kernel';
+import {
+  connectedSiteAgentAtSql,
+  currentAgentSessionAtSql,
+  DEFAULT_SESSION_STALE_AFTER_MS,
+} from '@better-compute/core/kernel';
 import { nodeColumnSql } from '@better-compute/core/nodes';
 import type { FollowingWorkflow, StepContext, WorkflowPreload } from '@better-compute/provision';
 
@@ -84,9 +88,7 @@ export const metalMachinePreload: WorkflowPreload = Object.freeze({
       'connectedAgentId', (${connectedSiteAgentAtSql('m.site_id', stale)}),
       'siteAgents', (SELECT json_object_agg(a.id, a.tenant_id) FROM nodes a
         WHERE a.site_id = m.site_id AND a.kind = 'site-agent'),
-      'session', (SELECT json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)
-        FROM agent_sessions s WHERE s.node_id = m.node_id AND s.closed_at IS NULL AND s.last_seen_at > ${stale}
-        ORDER BY s.connected_at DESC, s.id DESC LIMIT 1),
+      'session', (${currentAgentSessionAtSql('m.node_id', stale, "json_build_object('bootId', s.boot_id, 'role', s.role, 'connectedAt', s.connected_at)")}),
       'node', CASE WHEN EXISTS (SELECT 1 FROM workflow_steps ws WHERE ws.workflow_id = ${workflow}.id
           AND ws.state = 'running' AND ws.action = 'inspect.collect')
         THEN (SELECT json_build_object('labels', n.labels, 'facts', n.facts, 'version', n.xmin::text)

@@ -5,6 +5,7 @@ import {
   commit,
   connectedSiteAgents,
   currentAgentSession,
+  currentAgentSessionAtSql,
   DEFAULT_SESSION_STALE_AFTER_MS,
   OPEN_COMMAND_STATES,
 } from '@better-compute/core/kernel';
@@ -68,9 +69,12 @@ const STEP_SETS = `state = v->>'state', attempt = (v->>'attempt')::int, attempt_
 function sessionIsSql(bind: (value: unknown) => string, check: SessionCheck, now: Date): string {
   const expected = check.session ? JSON.stringify([check.session.bootId, check.session.role]) : null;
   const staleBefore = new Date(now.getTime() - DEFAULT_SESSION_STALE_AFTER_MS);
-  return `(SELECT jsonb_build_array(s.boot_id, s.role) FROM agent_sessions s
-    WHERE s.node_id = ${bind(check.nodeId)} AND s.closed_at IS NULL AND s.last_seen_at > ${bind(staleBefore)}
-    ORDER BY s.connected_at DESC, s.id DESC LIMIT 1) IS NOT DISTINCT FROM ${bind(expected)}::jsonb`;
+  const current = currentAgentSessionAtSql(
+    bind(check.nodeId),
+    `${bind(staleBefore)}::timestamptz`,
+    'jsonb_build_array(s.boot_id, s.role)',
+  );
+  return `(${current}) IS NOT DISTINCT FROM ${bind(expected)}::jsonb`;
 }
 
 /** What a plan's statement checks besides the lease: the revision it was planned from, and its node's labels. */

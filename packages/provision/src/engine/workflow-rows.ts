@@ -3,6 +3,7 @@ import {
   commandFromJson,
   commandJsonSql,
   connectedSiteAgentAtSql,
+  currentAgentSessionAtSql,
   DEFAULT_SESSION_STALE_AFTER_MS,
 } from '@better-compute/core/kernel';
 import { joinNodeSql, nodeColumnSql } from '@better-compute/core/nodes';
@@ -278,9 +279,7 @@ function claimKnownSql(now: string): string {
   const site = `(SELECT ${nodeColumnSql('siteId', 'x')} FROM nodes x WHERE ${nodeColumnSql('id', 'x')} = w.node_id)`;
   return `CASE WHEN w.node_id IS NULL THEN NULL ELSE json_build_object(
       'siteAgentId', (${connectedSiteAgentAtSql(site, stale)}),
-      'session', (SELECT json_build_object('bootId', s.boot_id, 'role', s.role) FROM agent_sessions s
-        WHERE s.node_id = w.node_id AND s.closed_at IS NULL AND s.last_seen_at > ${stale}
-        ORDER BY s.connected_at DESC, s.id DESC LIMIT 1)) END`;
+      'session', (${currentAgentSessionAtSql('w.node_id', stale, "json_build_object('bootId', s.boot_id, 'role', s.role)")})) END`;
 }
 
 /**
